@@ -1,0 +1,25 @@
+// Feature extraction: the paper's layer-specific, computational (CO, CM, CT) and hardware features of one
+// layer on one GPU, beside exact training-step FLOPs, bytes and roofline bounds.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "prenet/gpu_catalog.hpp"
+#include "prenet/layer_kind.hpp"
+
+namespace prenet {
+
+// Bytes of one fp32 element.
+inline constexpr double kFp32Bytes = 4.0;
+
+using FeatureVector = std::vector<std::pair<std::string, double>>;
+
+// Names of the features of `kind`, in the order layer_features returns them.
+std::vector<std::string> feature_names(const LayerKind& kind);
+
+// Features of one configured layer on one GPU.
+FeatureVector layer_features(const LayerConfig& config, const GpuSpec& gpu, double bytes_per_element = kFp32Bytes);
+
+}  // namespace prenet

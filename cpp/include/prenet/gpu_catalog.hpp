@@ -1,0 +1,53 @@
+// The hardware catalog: accelerator specifications from datasheets (data/gpus.csv).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace prenet {
+
+struct GpuSpec {
+    std::string name;                  // as torch.cuda.get_device_name() reports it
+    std::vector<std::string> aliases;  // short names a person types ("V100", "H100 SXM")
+    std::string vendor;
+    std::string architecture;
+    int year = 0;
+    int sm_count = 0;        // streaming multiprocessors (compute units on AMD)
+    int cuda_cores = 0;      // FP32 lanes
+    double boost_clock_mhz = 0;
+    double fp32_tflops = 0;  // peak FP32 on CUDA cores
+    std::optional<double> tf32_tflops;  // dense tensor-core TF32; absent without tensor cores
+    std::optional<double> fp16_tflops;  // dense FP16 matrix rate (tensor cores where present)
+    std::optional<double> bf16_tflops;  // dense BF16 matrix rate; absent where unsupported
+    double memory_gb = 0;
+    std::string memory_type;
+    double memory_bandwidth_gbs = 0;
+    double l2_cache_mb = 0;
+    std::string bus;
+    std::string source;
+};
+
+class GpuCatalog {
+public:
+    // Parses the catalog CSV; throws std::runtime_error naming the file, line and column at fault.
+    static GpuCatalog load_csv(const std::string& path);
+    explicit GpuCatalog(std::vector<GpuSpec> gpus);
+
+    // Case-insensitive lookup by name, alias or torch's device name; throws std::invalid_argument
+    // naming the closest known GPUs.
+    const GpuSpec& find(std::string_view name) const;
+    // The canonical names closest to `name`, nearest first.
+    std::vector<std::string> closest(std::string_view name, std::size_t count) const;
+    const std::vector<GpuSpec>& gpus() const { return gpus_; }
+
+private:
+    std::vector<GpuSpec> gpus_;
+    std::vector<std::pair<std::string, std::size_t>> keys_;  // normalised name or alias -> index in gpus_
+};
+
+// Lower-case letters and digits of a GPU name with vendor words ("NVIDIA", "Tesla", "GeForce", ...) removed.
+std::string normalise_gpu_name(std::string_view name);
+
+}  // namespace prenet

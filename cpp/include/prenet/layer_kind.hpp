@@ -1,0 +1,76 @@
+// The table of layer kinds: one entry per kind drives validation, feature extraction,
+// the Python API and the generated documentation (docs/layer_kinds.md).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace prenet {
+
+// One configuration key of a layer kind, named as PyTorch names it.
+struct ParameterSpec {
+    std::string name;
+    std::int64_t min_value;
+    std::int64_t max_value;
+    std::optional<std::int64_t> default_value;  // absent: the key is required
+    std::string description;
+};
+
+class LayerKind;
+
+// The resolved configuration of one layer: every parameter of its kind, in table order.
+class LayerConfig {
+public:
+    LayerConfig(const LayerKind& kind, std::vector<std::int64_t> values);
+    std::int64_t operator[](std::string_view name) const;  // throws std::logic_error on a name the kind lacks
+    const LayerKind& kind() const { return *kind_; }
+    const std::vector<std::int64_t>& values() const { return values_; }
+
+private:
+    const LayerKind* kind_;
+    std::vector<std::int64_t> values_;
+};
+
+// What one layer costs: the paper's approximations beside exact counts for a training step.
+// Counts of elements and operations; bytes assume `bytes_per_element` for floating tensors.
+struct LayerCost {
+    double paper_operations = 0;   // CO, PreNeT eqs. 2-8
+    double memory_weights = 0;     // PreNeT eq. 10 (elements)
+    double memory_input = 0;       // PreNeT eq. 11 (elements)
+    double memory_output = 0;      // PreNeT eq. 12 (elements)
+    double parameters = 0;         // trainable parameters (elements)
+    double forward_flops = 0;      // exact floating-point operations of the forward pass
+    double backward_flops = 0;     // input and weight gradients
+    double forward_bytes = 0;      // bytes read and written by the forward kernels
+    double backward_bytes = 0;     // bytes read and written by the backward kernels
+};
+
+class LayerKind {
+public:
+    std::string name;          // PyTorch-style name: "conv2d", "lstm", ...
+    std::string paper_name;    // the PreNeT paper's name for the kind
+    std::string description;
+    std::vector<ParameterSpec> parameters;
+    // Checks relations between parameters; throws std::invalid_argument naming the problem.
+    std::function<void(const LayerConfig&)> validate;
+    // Layer-specific features derived from the parameters (e.g. a convolution's output height).
+    std::vector<std::string> derived_names;
+    std::function<std::vector<double>(const LayerConfig&)> derived_values;
+    std::function<LayerCost(const LayerConfig&, double bytes_per_element)> cost;
+
+    // Fills defaults, rejects unknown or missing keys and out-of-range values, then validates.
+    LayerConfig configure(const std::map<std::string, std::int64_t>& given) const;
+    std::size_t parameter_index(std::string_view name) const;  // throws std::logic_error
+};
+
+// The table, in a fixed order.
+const std::vector<LayerKind>& layer_kinds();
+// Lookup by name (case-insensitive); throws std::invalid_argument listing the known kinds.
+const LayerKind& find_layer_kind(std::string_view name);
+
+}  // namespace prenet

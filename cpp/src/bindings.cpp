@@ -1,0 +1,92 @@
+// Python bindings (module prenet._core): conversions only, the work stays in the core library.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "prenet/features.hpp"
+#include "prenet/gpu_catalog.hpp"
+#include "prenet/layer_kind.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+py::dict gpu_to_dict(const prenet::GpuSpec& g) {
+    py::dict d;
+    d["name"] = g.name;
+    d["aliases"] = g.aliases;
+    d["vendor"] = g.vendor;
+    d["architecture"] = g.architecture;
+    d["year"] = g.year;
+    d["sm_count"] = g.sm_count;
+    d["cuda_cores"] = g.cuda_cores;
+    d["boost_clock_mhz"] = g.boost_clock_mhz;
+    d["fp32_tflops"] = g.fp32_tflops;
+    d["tf32_tflops"] = g.tf32_tflops;
+    d["fp16_tflops"] = g.fp16_tflops;
+    d["bf16_tflops"] = g.bf16_tflops;
+    d["memory_gb"] = g.memory_gb;
+    d["memory_type"] = g.memory_type;
+    d["memory_bandwidth_gbs"] = g.memory_bandwidth_gbs;
+    d["l2_cache_mb"] = g.l2_cache_mb;
+    d["bus"] = g.bus;
+    d["source"] = g.source;
+    return d;
+}
+
+py::dict kind_to_dict(const prenet::LayerKind& kind) {
+    py::list parameters;
+    for (const auto& p : kind.parameters) {
+        py::dict d;
+        d["name"] = p.name;
+        d["min"] = p.min_value;
+        d["max"] = p.max_value;
+        d["default"] = p.default_value;
+        d["description"] = p.description;
+        parameters.append(d);
+    }
+    py::dict d;
+    d["name"] = kind.name;
+    d["paper_name"] = kind.paper_name;
+    d["description"] = kind.description;
+    d["parameters"] = parameters;
+    d["derived_features"] = kind.derived_names;
+    d["features"] = prenet::feature_names(kind);
+    return d;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+    m.doc() = "prenet native core: layer kinds, features and the GPU catalog";
+
+    py::class_<prenet::GpuCatalog>(m, "GpuCatalog")
+        .def(py::init(&prenet::GpuCatalog::load_csv), py::arg("path"), "Load a catalog CSV")
+        .def("find", [](const prenet::GpuCatalog& c, const std::string& name) { return gpu_to_dict(c.find(name)); },
+             py::arg("name"))
+        .def("closest", &prenet::GpuCatalog::closest, py::arg("name"), py::arg("count") = 3)
+        .def("rows", [](const prenet::GpuCatalog& c) {
+            py::list rows;
+            for (const auto& g : c.gpus()) rows.append(gpu_to_dict(g));
+            return rows;
+        });
+
+    m.def("layer_kinds", [] {
+        py::list kinds;
+        for (const auto& kind : prenet::layer_kinds()) kinds.append(kind_to_dict(kind));
+        return kinds;
+    }, "The table of layer kinds with their parameters and feature names");
+
+    m.def("layer_features",
+          [](const std::string& kind, const std::map<std::string, std::int64_t>& config,
+             const prenet::GpuCatalog& catalog, const std::string& gpu, double bytes_per_element) {
+              const auto& spec = catalog.find(gpu);
+              const auto configured = prenet::find_layer_kind(kind).configure(config);
+              py::dict features;
+              for (const auto& [name, value] : prenet::layer_features(configured, spec, bytes_per_element)) {
+                  features[py::str(name)] = value;
+              }
+              return features;
+          },
+          py::arg("kind"), py::arg("config"), py::arg("catalog"), py::arg("gpu"),
+          py::arg("bytes_per_element") = prenet::kFp32Bytes);
+}

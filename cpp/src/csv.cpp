@@ -1,0 +1,91 @@
+#include "prenet/csv.hpp"
+
+#include <fstream>
+#include <stdexcept>
+
+namespace prenet {
+
+namespace {
+
+// Reads one record; returns false at end of input. Counts newlines into `line`.
+bool read_record(std::istream& in, std::vector<std::string>& fields, std::size_t& line, const std::string& source) {
+    fields.clear();
+    if (in.peek() == std::char_traits<char>::eof()) return false;
+    std::string field;
+    bool quoted = false;
+    const std::size_t start_line = line;
+    for (int ch = in.get(); ; ch = in.get()) {
+        if (ch == std::char_traits<char>::eof()) {
+            if (quoted) {
+                throw std::runtime_error(source + ": unterminated quoted field starting on line " +
+                                         std::to_string(start_line));
+            }
+            fields.push_back(field);
+            return true;
+        }
+        const char c = static_cast<char>(ch);
+        if (quoted) {
+            if (c == '"') {
+                if (in.peek() == '"') {
+                    field.push_back('"');
+                    in.get();
+                } else {
+                    quoted = false;
+                }
+            } else {
+                if (c == '\n') ++line;
+                field.push_back(c);
+            }
+        } else if (c == '"') {
+            quoted = true;
+        } else if (c == ',') {
+            fields.push_back(field);
+            field.clear();
+        } else if (c == '\n') {
+            ++line;
+            fields.push_back(field);
+            return true;
+        } else if (c != '\r') {
+            field.push_back(c);
+        }
+    }
+}
+
+}  // namespace
+
+CsvTable CsvTable::parse(std::istream& in, const std::string& source) {
+    CsvTable table;
+    table.source_ = source;
+    std::size_t line = 1;
+    if (!read_record(in, table.header_, line, source) || table.header_.empty() ||
+        (table.header_.size() == 1 && table.header_[0].empty())) {
+        throw std::runtime_error(source + ": empty file, expected a header row");
+    }
+    for (std::size_t i = 0; i < table.header_.size(); ++i) table.column_index_[table.header_[i]] = i;
+    std::vector<std::string> fields;
+    for (std::size_t start = line; read_record(in, fields, line, source); start = line) {
+        if (fields.size() == 1 && fields[0].empty()) continue;  // blank line
+        if (fields.size() != table.header_.size()) {
+            throw std::runtime_error(source + ": line " + std::to_string(start) + " has " +
+                                     std::to_string(fields.size()) + " fields, the header has " +
+                                     std::to_string(table.header_.size()));
+        }
+        table.rows_.push_back(fields);
+        table.lines_.push_back(start);
+    }
+    return table;
+}
+
+CsvTable CsvTable::read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot open '" + path + "'");
+    return parse(in, path);
+}
+
+const std::string& CsvTable::at(std::size_t row, const std::string& column) const {
+    auto it = column_index_.find(column);
+    if (it == column_index_.end()) throw std::runtime_error(source_ + ": missing column '" + column + "'");
+    return rows_.at(row)[it->second];
+}
+
+}  // namespace prenet

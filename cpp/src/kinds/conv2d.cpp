@@ -1,0 +1,88 @@
+// Two-dimensional convolution, torch.nn.Conv2d with square kernels, strides and padding.
+#include <stdexcept>
+#include <string>
+
+#include "kinds.hpp"
+
+namespace prenet::kinds {
+
+namespace {
+
+// Output size of a convolution: floor((in + 2 * padding - kernel) / stride) + 1 (PyTorch Conv2d docs, dilation 1).
+std::int64_t conv_output_size(std::int64_t in, std::int64_t kernel, std::int64_t stride, std::int64_t padding) {
+    return (in + 2 * padding - kernel) / stride + 1;
+}
+
+void validate_conv2d(const LayerConfig& c) {
+    for (const char* side : {"height", "width"}) {
+        if (c["kernel_size"] > c[side] + 2 * c["padding"]) {
+            throw std::invalid_argument("conv2d: kernel_size " + std::to_string(c["kernel_size"]) +
+                                        " is larger than the padded " + side + " " +
+                                        std::to_string(c[side] + 2 * c["padding"]));
+        }
+    }
+    if (c["in_channels"] % c["groups"] != 0 || c["out_channels"] % c["groups"] != 0) {
+        throw std::invalid_argument("conv2d: groups " + std::to_string(c["groups"]) +
+                                    " must divide in_channels and out_channels");
+    }
+}
+
+std::vector<double> conv2d_derived(const LayerConfig& c) {
+    return {static_cast<double>(conv_output_size(c["height"], c["kernel_size"], c["stride"], c["padding"])),
+            static_cast<double>(conv_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"]))};
+}
+
+LayerCost conv2d_cost(const LayerConfig& c, double bytes_per_element) {
+    const double b = c["batch"], cin = c["in_channels"], cout = c["out_channels"];
+    const double k = c["kernel_size"], groups = c["groups"];
+    const double h = c["height"], w = c["width"];
+    const double hout = conv_output_size(c["height"], c["kernel_size"], c["stride"], c["padding"]);
+    const double wout = conv_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"]);
+    const double bias = c["bias"] ? 1.0 : 0.0;
+    const double weights = cout * (cin / groups) * k * k;
+    const double input = b * cin * h * w;
+    const double output = b * cout * hout * wout;
+    const double macs = output * (cin / groups) * k * k;  // one multiply-add per weight per output element
+    LayerCost cost;
+    cost.paper_operations = b * hout * wout * k * k * cin * cout;  // PreNeT eq. 3 (no groups)
+    cost.memory_weights = k * k * cin * cout;                     // PreNeT eq. 10 with D_in = k*k*c_in
+    cost.memory_input = input;                                    // PreNeT eq. 11: B * c_in * h * w
+    cost.memory_output = output;                                  // PreNeT eq. 12: B * c_out * h_out * w_out
+    cost.parameters = weights + bias * cout;
+    cost.forward_flops = 2 * macs + bias * output;
+    // Input gradient (transposed convolution) and weight gradient each repeat the forward MACs; db sums dY.
+    cost.backward_flops = 4 * macs + bias * output;
+    cost.forward_bytes = bytes_per_element * (input + weights + bias * cout + output);
+    // dX reads dY, W, writes dX; dW reads dY, X, writes dW; db reads dY, writes db.
+    cost.backward_bytes = bytes_per_element * ((output + weights + input) + (output + input + weights) +
+                                               bias * (output + cout));
+    return cost;
+}
+
+}  // namespace
+
+LayerKind make_conv2d() {
+    LayerKind kind;
+    kind.name = "conv2d";
+    kind.paper_name = "Convolution";
+    kind.description = "2-D convolution (torch.nn.Conv2d), square kernel, stride and padding, dilation 1";
+    kind.parameters = {
+        {"batch", 1, kMaxSize, std::nullopt, "samples per batch"},
+        {"in_channels", 1, kMaxSize, std::nullopt, "input channels c_in"},
+        {"out_channels", 1, kMaxSize, std::nullopt, "output channels c_out"},
+        {"kernel_size", 1, kMaxSize, std::nullopt, "side k of the square kernel"},
+        {"stride", 1, kMaxSize, 1, "stride in both directions"},
+        {"padding", 0, kMaxSize, 0, "zero padding on each side"},
+        {"height", 1, kMaxSize, std::nullopt, "input height h"},
+        {"width", 1, kMaxSize, std::nullopt, "input width w"},
+        {"groups", 1, kMaxSize, 1, "channel groups (in_channels for depthwise)"},
+        {"bias", 0, 1, 1, "1 if the layer adds a bias"},
+    };
+    kind.validate = validate_conv2d;
+    kind.derived_names = {"out_height", "out_width"};
+    kind.derived_values = conv2d_derived;
+    kind.cost = conv2d_cost;
+    return kind;
+}
+
+}  // namespace prenet::kinds

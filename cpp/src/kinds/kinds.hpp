@@ -1,0 +1,34 @@
+// Factories of the entries of the layer-kind table (cpp/src/layer_kind.cpp), one file per kind.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "prenet/layer_kind.hpp"
+
+namespace prenet::kinds {
+
+enum class Recurrence { rnn, lstm, gru };
+
+LayerKind make_linear();
+LayerKind make_conv2d();
+LayerKind make_recurrent(Recurrence recurrence);
+LayerKind make_multihead_attention();
+LayerKind make_embedding();
+LayerKind make_layer_norm();
+
+// Upper bound for sizes: large enough for any real layer, small enough that counts stay exact in a double.
+inline constexpr std::int64_t kMaxSize = std::int64_t{1} << 31;
+// Bytes of one int64 index (token ids of an embedding lookup).
+inline constexpr double kIndexBytes = 8.0;
+
+}  // namespace prenet::kinds
+
+namespace prenet::kinds {
+
+// Our counting convention for softmax over a row: max, subtract, exp, sum and divide, one FLOP each per element.
+inline constexpr double kSoftmaxForwardFlopsPerElement = 5.0;
+// Its backward, dX = Y * (dY - sum(dY * Y)): multiply, sum, subtract, multiply.
+inline constexpr double kSoftmaxBackwardFlopsPerElement = 4.0;
+
+}  // namespace prenet::kinds

@@ -1,0 +1,49 @@
+// Dense layer, torch.nn.Linear: y = x W^T + b over batch * seq_len rows.
+#include "kinds.hpp"
+
+namespace prenet::kinds {
+
+namespace {
+
+LayerCost linear_cost(const LayerConfig& c, double bytes_per_element) {
+    const double rows = static_cast<double>(c["batch"]) * c["seq_len"];
+    const double in = c["in_features"], out = c["out_features"];
+    const double bias = c["bias"] ? 1.0 : 0.0;
+    LayerCost cost;
+    cost.paper_operations = rows * in * out;            // PreNeT eq. 2: b * d_in * d_out
+    cost.memory_weights = in * out;                     // PreNeT eq. 10: D_in * D_out
+    cost.memory_input = rows * in;                      // PreNeT eq. 11: B * D_in
+    cost.memory_output = rows * out;                    // PreNeT eq. 12: B * D_out
+    cost.parameters = in * out + bias * out;
+    // GEMM of (rows x in) by (in x out): one multiply and one add per term; bias adds one per output.
+    cost.forward_flops = 2 * rows * in * out + bias * rows * out;
+    // dX = dY W and dW = dY^T X are GEMMs of the same size; db sums dY over rows.
+    cost.backward_flops = 4 * rows * in * out + bias * rows * out;
+    // Forward reads X, W, b and writes Y.
+    cost.forward_bytes = bytes_per_element * (rows * in + in * out + bias * out + rows * out);
+    // dX reads dY, W, writes dX; dW reads dY, X, writes dW; db reads dY, writes db.
+    cost.backward_bytes = bytes_per_element * ((rows * out + in * out + rows * in) +
+                                               (rows * out + rows * in + in * out) +
+                                               bias * (rows * out + out));
+    return cost;
+}
+
+}  // namespace
+
+LayerKind make_linear() {
+    LayerKind kind;
+    kind.name = "linear";
+    kind.paper_name = "Dense";
+    kind.description = "Fully connected layer (torch.nn.Linear) applied to batch x seq_len rows";
+    kind.parameters = {
+        {"batch", 1, kMaxSize, std::nullopt, "samples per batch"},
+        {"seq_len", 1, kMaxSize, 1, "rows per sample (tokens of a sequence); 1 for a plain MLP"},
+        {"in_features", 1, kMaxSize, std::nullopt, "input dimension D_in"},
+        {"out_features", 1, kMaxSize, std::nullopt, "output dimension D_out"},
+        {"bias", 0, 1, 1, "1 if the layer adds a bias"},
+    };
+    kind.cost = linear_cost;
+    return kind;
+}
+
+}  // namespace prenet::kinds

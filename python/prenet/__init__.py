@@ -1,0 +1,10 @@
+"""prenet: predict how long training a PyTorch model takes, per step, per epoch and in total, on any GPU.
+
+Importing the package is cheap: torch, pandas and the native core load on first use.
+"""
+from ._version import __version__
+from .catalog import find_gpu, gpus
+from .layers import layer_features, layer_kinds
+from .model_features import model_features
+
+__all__ = ["__version__", "find_gpu", "gpus", "layer_features", "layer_kinds", "model_features"]

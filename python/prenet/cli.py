@@ -1,0 +1,93 @@
+"""The `prenet` command line."""
+import argparse
+import sys
+
+# Columns of the printed feature table; the CSV written with --csv holds every feature.
+SUMMARY_COLUMNS = ["name", "kind", "input_shape", "co", "forward_flops", "backward_flops", "forward_bytes",
+                   "ct_ms", "train_roofline_ms"]
+
+
+def _shape(text):
+    try:
+        shape = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a comma-separated list of integers such as 3,224,224")
+    if any(size < 1 for size in shape):
+        raise argparse.ArgumentTypeError(f"'{text}' has a size below 1")
+    return shape
+
+
+def _features(args):
+    from .model_features import model_features
+    from .models import build_model
+
+    model, default_shape = build_model(args.model)
+    shape = args.input_shape or default_shape
+    table = model_features(model, batch=args.batch, gpu=args.gpu, input_shape=shape)
+    if args.csv:
+        table.to_csv(args.csv, index=False)
+    covered = table[table["kind"].notna()]
+    with _pandas_display():
+        print(f"{args.model} at batch {args.batch} on {args.gpu}: {len(table)} module calls, "
+              f"{len(covered)} in a layer kind")
+        print(table[[c for c in SUMMARY_COLUMNS if c in table]].to_string(index=False, na_rep="-"))
+        totals = covered[["co", "forward_flops", "backward_flops", "forward_bytes", "ct_ms", "train_roofline_ms"]].sum()
+        print("\ntotals over layer kinds: " + ", ".join(f"{k} {v:.4g}" for k, v in totals.items()))
+        others = table[table["kind"].isna()]["module"].value_counts()
+        if len(others):
+            print("not in a layer kind yet: " + ", ".join(f"{n} x{c}" for n, c in others.items()))
+
+
+def _gpus(args):
+    from .catalog import gpus
+
+    columns = ["name", "architecture", "year", "sm_count", "fp32_tflops", "tf32_tflops", "fp16_tflops",
+               "bf16_tflops", "memory_gb", "memory_bandwidth_gbs"]
+    with _pandas_display():
+        print(gpus()[columns].to_string(index=False, na_rep="-"))
+
+
+def _kinds(args):
+    from .layers import layer_kinds
+
+    for kind in layer_kinds():
+        keys = ", ".join(p["name"] if p["default"] is None else f"{p['name']}={p['default']}"
+                         for p in kind["parameters"])
+        print(f"{kind['name']:<20} ({kind['paper_name']}): {keys}")
+
+
+def _pandas_display():
+    import pandas as pd
+
+    return pd.option_context("display.width", 200, "display.max_columns", 30, "display.float_format", "{:.4g}".format)
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="prenet", description="Predict deep-learning training time on any GPU.")
+    sub = p.add_subparsers(dest="command", required=True)
+    f = sub.add_parser("features", help="feature table of a model's layers for one GPU")
+    f.add_argument("model", help="torchvision:NAME or package.module:factory")
+    f.add_argument("--gpu", default="V100", help="GPU name, alias or torch device name (default V100)")
+    f.add_argument("--batch", type=int, default=32)
+    f.add_argument("--input-shape", type=_shape, help="input shape without the batch, e.g. 3,224,224")
+    f.add_argument("--csv", help="also write every feature of every layer to this CSV file")
+    f.set_defaults(run=_features)
+    g = sub.add_parser("gpus", help="list the hardware catalog")
+    g.set_defaults(run=_gpus)
+    k = sub.add_parser("kinds", help="list the layer kinds and their configuration keys")
+    k.set_defaults(run=_kinds)
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    try:
+        args.run(args)
+    except (ValueError, TypeError, FileNotFoundError) as error:
+        print(f"prenet: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""The feature table of a whole PyTorch model: one row per call of every leaf module.
+
+The model runs once on a batch-1 input (eval mode, no gradients) so that forward hooks see every module's real
+input and output shapes; the features are then computed natively for the requested batch size. Modules that
+no layer kind of the table covers yet are listed with a note, never dropped.
+"""
+import functools
+import math
+
+from .catalog import find_gpu
+from .layers import layer_features
+
+
+def _linear(module, inputs, output):
+    x = inputs[0]
+    return "linear", {"seq_len": math.prod(x.shape[1:-1]), "in_features": module.in_features,
+                      "out_features": module.out_features, "bias": module.bias is not None}
+
+
+def _conv2d(module, inputs, output):
+    x = inputs[0]
+    if module.dilation != (1, 1) or module.padding_mode != "zeros" or isinstance(module.padding, str):
+        return None
+    return "conv2d", {"in_channels": module.in_channels, "out_channels": module.out_channels,
+                      "kernel_size": module.kernel_size, "stride": module.stride, "padding": module.padding,
+                      "height": x.shape[-2], "width": x.shape[-1], "groups": module.groups,
+                      "bias": module.bias is not None}
+
+
+# torch's RNNBase.mode -> layer kind (a ReLU RNN costs what a tanh RNN does).
+_RECURRENT_KINDS = {"RNN_TANH": "rnn", "RNN_RELU": "rnn", "LSTM": "lstm", "GRU": "gru"}
+
+
+def _recurrent(module, inputs, output):
+    x = inputs[0]
+    if not hasattr(x, "shape"):  # a PackedSequence: lengths vary per sample
+        return None
+    seq_len = x.shape[1] if module.batch_first and x.dim() == 3 else x.shape[0]
+    if getattr(module, "proj_size", 0):
+        return None
+    return _RECURRENT_KINDS[module.mode], {
+        "seq_len": seq_len, "input_size": module.input_size, "hidden_size": module.hidden_size,
+        "num_layers": module.num_layers, "bidirectional": module.bidirectional, "bias": module.bias}
+
+
+def _attention(module, inputs, output):
+    query, key, value = inputs[:3]
+    if not (query is key is value) or not module._qkv_same_embed_dim:
+        return None  # cross-attention: not the self-attention kind
+    seq_len = query.shape[1] if module.batch_first and query.dim() == 3 else query.shape[0]
+    return "multihead_attention", {"seq_len": seq_len, "embed_dim": module.embed_dim,
+                                   "num_heads": module.num_heads, "bias": module.in_proj_bias is not None}
+
+
+def _embedding(module, inputs, output):
+    return "embedding", {"seq_len": math.prod(inputs[0].shape[1:]), "num_embeddings": module.num_embeddings,
+                         "embedding_dim": module.embedding_dim}
+
+
+def _layer_norm(module, inputs, output):
+    x = inputs[0]
+    normalized = math.prod(module.normalized_shape)
+    return "layer_norm", {"seq_len": x.numel() // x.shape[0] // normalized, "normalized_shape": normalized,
+                          "elementwise_affine": module.elementwise_affine}
+
+
+@functools.lru_cache(maxsize=None)
+def _mappers():
+    import torch.nn as nn
+
+    # Which torch module feeds which layer kind of the native table, and how its configuration is read.
+    return {nn.Linear: _linear, nn.Conv2d: _conv2d, nn.RNN: _recurrent, nn.LSTM: _recurrent, nn.GRU: _recurrent,
+            nn.MultiheadAttention: _attention, nn.Embedding: _embedding, nn.LayerNorm: _layer_norm}
+
+
+def _shape(value, batch, batch_dim):
+    """Shape of the first tensor in `value`, with the walk's batch of 1 replaced by the requested batch."""
+    if isinstance(value, (tuple, list)) and value:
+        return _shape(value[0], batch, batch_dim)
+    if not hasattr(value, "shape"):
+        return None
+    shape = list(value.shape)
+    if len(shape) > batch_dim:
+        shape[batch_dim] = batch
+    return tuple(shape)
+
+
+def _batch_dim(module):
+    """Where the batch sits in a module's input: dimension 1 for sequence-first recurrent and attention layers."""
+    sequence_first = hasattr(module, "batch_first") and not module.batch_first
+    return 1 if sequence_first and type(module) in _mappers() else 0
+
+
+def _example_input(model, input_shape, example_input):
+    import torch
+
+    if example_input is not None:
+        return example_input
+    if input_shape is None:
+        raise ValueError("give input_shape (without the batch dimension, e.g. (3, 224, 224)) or example_input")
+    shape = tuple(int(s) for s in input_shape)
+    if any(s < 1 for s in shape):
+        raise ValueError(f"input_shape {shape} has a size below 1")
+    parameter = next(model.parameters(), None)
+    device = parameter.device if parameter is not None else "cpu"
+    return torch.randn((1,) + shape, device=device)
+
+
+def model_features(model, batch=32, gpu="V100", input_shape=None, example_input=None):
+    """DataFrame of every leaf-module call of `model` with its layer kind and native features.
+
+    `example_input` is a batch-1 input (tensor, tuple or dict of tensors); otherwise `input_shape` excludes
+    the batch dimension and a random float input is made.
+    """
+    import pandas as pd
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+        raise ValueError(f"batch must be an integer >= 1, got {batch!r}")
+    find_gpu(gpu)
+    sample = _example_input(model, input_shape, example_input)
+    mappers = _mappers()
+    calls, started = [], []
+
+    def record(name):
+        def hook(module, inputs, output):
+            calls.append((name, module, inputs, output))
+        return hook
+
+    def mark_start(name):
+        def pre_hook(module, inputs):
+            started.append(name)
+        return pre_hook
+
+    handles = []
+    for name, module in model.named_modules():
+        if type(module) in mappers or not any(True for _ in module.children()):
+            label = name or type(module).__name__
+            handles.append(module.register_forward_pre_hook(mark_start(label)))
+            handles.append(module.register_forward_hook(record(label)))
+    was_training = model.training
+    try:
+        # Eval mode keeps batch statistics and dropout out of the walk; gradients stay enabled because
+        # torch's fused inference fast paths (TransformerEncoderLayer, MultiheadAttention) would skip submodules.
+        model.eval()
+        try:
+            if isinstance(sample, dict):
+                model(**sample)
+            elif isinstance(sample, (tuple, list)):
+                model(*sample)
+            else:
+                model(sample)
+        except Exception as error:
+            where = started[-1] if started else "before any module"
+            raise ValueError(f"the model rejected the input (failed in module '{where}'): {error}") from error
+    finally:
+        model.train(was_training)
+        for handle in handles:
+            handle.remove()
+
+    rows, seen = [], {}
+    covered_prefixes = tuple(name + "." for name, module in model.named_modules() if name and type(module) in mappers)
+    for name, module, inputs, output in calls:
+        if name.startswith(covered_prefixes):
+            continue  # a child of a covered module (e.g. MultiheadAttention.out_proj)
+        seen[name] = seen.get(name, 0) + 1
+        row = {"name": name if seen[name] == 1 else f"{name}#{seen[name]}", "module": type(module).__name__,
+               "input_shape": _shape(inputs, batch, _batch_dim(module)),
+               "output_shape": _shape(output, batch, _batch_dim(module))}
+        mapper = mappers.get(type(module))
+        found = mapper(module, inputs, output) if mapper else None
+        if found is None:
+            row["kind"] = None
+            row["note"] = ("no layer kind covers this module yet" if mapper is None
+                           else "configuration outside its layer kind (e.g. dilation, packed or cross inputs)")
+        else:
+            kind, config = found
+            row["kind"] = kind
+            row.update(layer_features(kind, gpu=gpu, batch=batch, **config))
+        rows.append(row)
+    return pd.DataFrame(rows)
+

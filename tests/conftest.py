@@ -1,0 +1,17 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def run_prenet():
+    """Runs the installed command line (python -m prenet) and returns the completed process."""
+    def run(*args, env=None):
+        return subprocess.run([sys.executable, "-m", "prenet", *args], capture_output=True, text=True,
+                              env={**os.environ, **(env or {})}, timeout=600)
+    return run

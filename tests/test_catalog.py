@@ -1,0 +1,62 @@
+import pytest
+
+import prenet
+from conftest import ROOT
+
+
+def test_catalog_has_required_columns_and_accelerators():
+    frame = prenet.gpus()
+    assert len(frame) >= 25
+    for column in ["name", "fp32_tflops", "tf32_tflops", "fp16_tflops", "bf16_tflops", "memory_bandwidth_gbs",
+                   "memory_gb", "sm_count", "boost_clock_mhz", "l2_cache_mb", "bus", "architecture", "year", "source"]:
+        assert column in frame.columns
+    assert frame["source"].str.len().min() > 0, "every row names its source"
+    assert frame["fp32_tflops"].gt(0).all()
+    assert frame["name"].is_unique
+
+
+def test_papers_seven_gpus_match_its_table():
+    import pandas as pd
+
+    paper = pd.read_csv(ROOT.parent / "shared" / "data" / "prenet_gpus.csv")
+    for _, row in paper.iterrows():
+        gpu = prenet.find_gpu(row["GPU"])
+        assert gpu["fp32_tflops"] == pytest.approx(row["FP32"] / 1000, rel=1e-3), row["GPU"]
+        assert gpu["boost_clock_mhz"] == row["Boost Clock (MHz)"], row["GPU"]
+        assert gpu["cuda_cores"] == row["Cores"], row["GPU"]
+        assert gpu["memory_gb"] == row["Memory (GB)"], row["GPU"]
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("V100", "Tesla V100-PCIE-16GB"),
+    ("tesla v100-pcie-32gb", "Tesla V100-PCIE-32GB"),
+    ("NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"),
+    ("h100 pcie", "NVIDIA H100 PCIe"),
+    ("NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 4090"),
+    ("NVIDIA A100-SXM4-80GB", "NVIDIA A100-SXM4-80GB"),
+    ("a100", "NVIDIA A100-PCIE-40GB"),
+    ("Tesla T4", "Tesla T4"),
+    ("b200", "NVIDIA B200"),
+])
+def test_lookup_by_alias_and_torch_name(name, expected):
+    assert prenet.find_gpu(name)["name"] == expected
+
+
+def test_unknown_gpu_names_the_closest():
+    with pytest.raises(ValueError, match=r"unknown GPU 'A1OO'.*NVIDIA A100"):
+        prenet.find_gpu("A1OO")
+    with pytest.raises(TypeError, match="gpu must be a string"):
+        prenet.find_gpu(100)
+
+
+def test_corrupt_catalog_file_is_reported(tmp_path, monkeypatch):
+    from prenet import catalog
+
+    bad = tmp_path / "gpus.csv"
+    bad.write_text((ROOT / "data" / "gpus.csv").read_text().replace("14.13", "fast", 1))
+    monkeypatch.setenv("PRENET_GPU_CATALOG", str(bad))
+    with pytest.raises(RuntimeError, match=r"column 'fp32_tflops' = 'fast' is not a non-negative number"):
+        catalog.find_gpu("V100")
+    monkeypatch.setenv("PRENET_GPU_CATALOG", str(tmp_path / "missing.csv"))
+    with pytest.raises(FileNotFoundError, match="PRENET_GPU_CATALOG"):
+        catalog.find_gpu("V100")

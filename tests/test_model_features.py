@@ -1,0 +1,71 @@
+import pytest
+import torch
+import torchvision
+
+import prenet
+
+
+def test_vgg16_every_module_listed_and_parameters_accounted():
+    model = torchvision.models.vgg16(weights=None)
+    table = prenet.model_features(model, batch=32, gpu="V100", input_shape=(3, 224, 224))
+    leaves = [m for m in model.modules() if not list(m.children())]
+    assert len(table) == len(leaves)
+    assert (table["kind"] == "conv2d").sum() == 13
+    assert (table["kind"] == "linear").sum() == 3
+    assert table["params"].sum() == sum(p.numel() for p in model.parameters())
+    assert table.loc[0, "input_shape"] == (32, 3, 224, 224)
+    uncovered = table[table["kind"].isna()]
+    assert set(uncovered["module"]) == {"ReLU", "MaxPool2d", "Dropout", "AdaptiveAvgPool2d"}
+    assert uncovered["note"].str.len().gt(0).all()
+    assert model.training, "the walk restores the model's mode"
+
+
+def test_features_scale_with_batch():
+    model = torchvision.models.resnet18(weights=None)
+    small = prenet.model_features(model, batch=1, input_shape=(3, 64, 64))
+    large = prenet.model_features(model, batch=8, input_shape=(3, 64, 64))
+    assert large["forward_flops"].sum() == pytest.approx(8 * small["forward_flops"].sum())
+    assert (large["kind"] == "conv2d").sum() == 20
+
+
+class TinyLanguageModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(50, 16)
+        self.encoder = torch.nn.TransformerEncoderLayer(16, 4, dim_feedforward=32, batch_first=True)
+        self.lstm = torch.nn.LSTM(16, 8, batch_first=True, bidirectional=True)
+        self.head = torch.nn.Linear(16, 50)
+
+    def forward(self, tokens):
+        out, _ = self.lstm(self.encoder(self.embed(tokens)))
+        return self.head(out)
+
+
+def test_sequence_model_kinds_and_shapes():
+    model = TinyLanguageModel()
+    table = prenet.model_features(model, batch=4, example_input=torch.randint(0, 50, (1, 12)))
+    kinds = table.set_index("name")["kind"].to_dict()
+    assert kinds["embed"] == "embedding"
+    assert kinds["encoder.self_attn"] == "multihead_attention"
+    assert kinds["encoder.norm1"] == "layer_norm"
+    assert kinds["lstm"] == "lstm"
+    assert "encoder.self_attn.out_proj" not in kinds, "children of a covered module are part of it"
+    rows = table.set_index("name")
+    assert rows.loc["encoder.self_attn", "seq_len"] == 12
+    assert rows.loc["lstm", "directions"] == 2
+    assert rows.loc["head", "seq_len"] == 12
+    assert table["params"].sum() == sum(p.numel() for p in model.parameters())
+
+
+def test_bad_inputs():
+    model = torchvision.models.resnet18(weights=None)
+    with pytest.raises(ValueError, match=r"rejected the input \(failed in module 'conv1'\).*3 channels"):
+        prenet.model_features(model, input_shape=(5, 32, 32))
+    with pytest.raises(ValueError, match="batch must be an integer >= 1"):
+        prenet.model_features(model, batch=0, input_shape=(3, 32, 32))
+    with pytest.raises(ValueError, match="unknown GPU"):
+        prenet.model_features(model, gpu="Voodoo", input_shape=(3, 32, 32))
+    with pytest.raises(ValueError, match="input_shape"):
+        prenet.model_features(model)
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        prenet.model_features("resnet18", input_shape=(3, 32, 32))

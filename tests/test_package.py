@@ -1,0 +1,64 @@
+"""Packaging: import cost and order, the command line."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def _python(code):
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+
+
+def test_import_is_fast_and_does_not_load_torch():
+    result = _python("import time, sys; t = time.perf_counter(); import prenet; "
+                     "print(time.perf_counter() - t, 'torch' in sys.modules, 'pandas' in sys.modules)")
+    seconds, torch_loaded, pandas_loaded = result.stdout.split()
+    assert float(seconds) < 0.5
+    assert torch_loaded == "False" and pandas_loaded == "False"
+
+
+@pytest.mark.parametrize("order", ["import torch, prenet", "import prenet, torch"])
+def test_import_order_with_torch(order):
+    result = _python(order + "; print(prenet.layer_features('linear', batch=1, in_features=2, out_features=2)['params'],"
+                     " torch.ones(2).sum().item())")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["6.0", "2.0"]
+
+
+def test_cli_features_writes_every_column(run_prenet, tmp_path):
+    out = tmp_path / "features.csv"
+    result = run_prenet("features", "torchvision:resnet18", "--batch", "8", "--gpu", "T4",
+                        "--input-shape", "3,64,64", "--csv", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "torchvision:resnet18 at batch 8 on T4" in result.stdout
+    assert "not in a layer kind yet: " in result.stdout
+    import pandas as pd
+
+    table = pd.read_csv(out)
+    assert (table["kind"] == "conv2d").sum() == 20
+    assert "train_roofline_ms" in table.columns
+
+
+@pytest.mark.parametrize("args, message", [
+    (["features", "torchvision:resnet18", "--gpu", "H1000"], "unknown GPU 'H1000'"),
+    (["features", "torchvision:resnet1000"], "torchvision has no model 'resnet1000'"),
+    (["features", "resnet18"], "must look like 'torchvision:resnet50'"),
+])
+def test_cli_errors_exit_2_with_a_message(run_prenet, args, message):
+    result = run_prenet(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_cli_bad_shape_is_rejected(run_prenet):
+    result = run_prenet("features", "torchvision:resnet18", "--input-shape", "3,x,2")
+    assert result.returncode == 2
+    assert "not a comma-separated list of integers" in result.stderr
+
+
+def test_cli_lists_gpus_and_kinds(run_prenet):
+    gpus = run_prenet("gpus")
+    assert gpus.returncode == 0 and "NVIDIA H200" in gpus.stdout
+    kinds = run_prenet("kinds")
+    assert kinds.returncode == 0 and "multihead_attention" in kinds.stdout

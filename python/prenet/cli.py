@@ -1,5 +1,6 @@
 """The `prenet` command line."""
 import argparse
+import json
 import sys
 
 # Columns of the printed feature table; the CSV written with --csv holds every feature.
@@ -56,6 +57,20 @@ def _kinds(args):
         print(f"{kind['name']:<20} ({kind['paper_name']}): {keys}")
 
 
+def _collect(args):
+    from .collect import collect, collect_all
+    from .sampling import SAMPLERS
+
+    options = dict(device=args.device, seed=args.seed, threads=args.threads, timeout=args.timeout,
+                   max_minutes=args.max_minutes, progress=not args.no_progress)
+    if args.kind == "all":
+        written = collect_all(list(SAMPLERS), args.samples, args.out, **options)
+        print(json.dumps(written))
+    else:
+        written = collect(args.kind, args.samples, args.out, **options)
+        print(f"{written} configurations of {args.kind} written to {args.out}")
+
+
 def _pandas_display():
     import pandas as pd
 
@@ -72,6 +87,17 @@ def parser():
     f.add_argument("--input-shape", type=_shape, help="input shape without the batch, e.g. 3,224,224")
     f.add_argument("--csv", help="also write every feature of every layer to this CSV file")
     f.set_defaults(run=_features)
+    c = sub.add_parser("collect", help="time random layer configurations with the native harness")
+    c.add_argument("--kind", required=True, help="a harness kind (see prenet-harness --list-kinds) or 'all'")
+    c.add_argument("--samples", type=int, default=2000, help="configurations per kind (indices 0..N-1)")
+    c.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    c.add_argument("--out", required=True, help="CSV file (one kind) or folder (--kind all); resumed if present")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--threads", type=int, help="intra-op threads (default: all cores)")
+    c.add_argument("--timeout", type=float, default=300.0, help="seconds before a configuration counts as hung")
+    c.add_argument("--max-minutes", type=float, help="stop cleanly after this long (resume later)")
+    c.add_argument("--no-progress", action="store_true")
+    c.set_defaults(run=_collect)
     g = sub.add_parser("gpus", help="list the hardware catalog")
     g.set_defaults(run=_gpus)
     k = sub.add_parser("kinds", help="list the layer kinds and their configuration keys")
@@ -83,7 +109,7 @@ def main(argv=None):
     args = parser().parse_args(argv)
     try:
         args.run(args)
-    except (ValueError, TypeError, FileNotFoundError) as error:
+    except (ValueError, TypeError, FileNotFoundError, RuntimeError) as error:
         print(f"prenet: error: {error}", file=sys.stderr)
         return 2
     return 0

@@ -1,0 +1,141 @@
+"""Random layer configurations for the timing harness.
+
+Sizes are drawn log-uniformly over the ranges of the PreNeT paper's Table 3 and beyond them where real models
+go; every configuration is a pure function of (seed, kind, index), so a resumed collection draws the same ones.
+Configurations whose forward pass would exceed the device's work budget are redrawn.
+"""
+import math
+import random
+
+# Optimizers of the training-step timing (the harness's names).
+OPTIMIZERS = ("sgd", "sgd_momentum", "adam", "adamw", "rmsprop", "adagrad")
+ACTIVATIONS = ("relu", "gelu", "tanh", "sigmoid", "silu")
+
+# Largest forward FLOPs and tensor elements per configuration: the CPU's budget keeps one configuration near
+# a second; a GPU's is what a 16 GB card holds and times quickly.
+BUDGETS = {"cpu": (2e9, 2 ** 25), "cuda": (2e12, 2 ** 29)}
+
+
+def log_uniform(rng, low, high):
+    """An integer drawn log-uniformly from [low, high]."""
+    return int(round(math.exp(rng.uniform(math.log(low), math.log(high + 0.5)) - 1e-12))) or low
+
+
+def _batch(rng):
+    return log_uniform(rng, 1, 64) if rng.random() < 0.8 else log_uniform(rng, 65, 512)
+
+
+def _linear(rng):
+    return dict(batch=_batch(rng), seq_len=1 if rng.random() < 0.5 else log_uniform(rng, 1, 512),
+                in_features=log_uniform(rng, 1, 8192), out_features=log_uniform(rng, 1, 8192),
+                bias=int(rng.random() < 0.9), activation=rng.choice(("none", "none") + ACTIVATIONS[:3]))
+
+
+def _conv2d(rng):
+    kernel = rng.choice((1, 1, 3, 3, 3, 5, 7))
+    size = log_uniform(rng, kernel, 512)
+    in_channels = 3 if rng.random() < 0.1 else log_uniform(rng, 1, 1024)
+    depthwise = rng.random() < 0.1
+    return dict(batch=_batch(rng), in_channels=in_channels,
+                out_channels=in_channels if depthwise else log_uniform(rng, 1, 1024),
+                kernel_size=kernel, stride=rng.choice((1, 1, 2)),
+                padding=rng.choice((0, 1, kernel // 2)), height=size, width=size,
+                groups=in_channels if depthwise else 1, bias=int(rng.random() < 0.5))
+
+
+def _recurrent(rng):
+    return dict(batch=_batch(rng), seq_len=log_uniform(rng, 1, 512), input_size=log_uniform(rng, 16, 1024),
+                hidden_size=log_uniform(rng, 16, 2048), num_layers=rng.choice((1, 1, 2, 3)),
+                bidirectional=int(rng.random() < 0.3))
+
+
+def _attention(rng):
+    heads = rng.choice((1, 2, 4, 8, 12, 16))
+    head_dim = log_uniform(rng, 8, 128)
+    return dict(batch=_batch(rng), seq_len=log_uniform(rng, 1, 1024), embed_dim=heads * head_dim,
+                num_heads=heads)
+
+
+def _embedding(rng):
+    return dict(batch=_batch(rng), seq_len=log_uniform(rng, 1, 1024), num_embeddings=log_uniform(rng, 1000, 500000),
+                embedding_dim=log_uniform(rng, 32, 2048))
+
+
+def _layer_norm(rng):
+    return dict(batch=_batch(rng), seq_len=1 if rng.random() < 0.3 else log_uniform(rng, 1, 512),
+                normalized_shape=log_uniform(rng, 16, 8192))
+
+
+def _image(rng):
+    return dict(batch=_batch(rng), channels=log_uniform(rng, 1, 1024), height=(s := log_uniform(rng, 1, 256)), width=s)
+
+
+def _batchnorm2d(rng):
+    return _image(rng)
+
+
+def _pool2d(rng):
+    config = _image(rng)
+    kernel = rng.choice((2, 2, 3))
+    config.update(kernel_size=min(kernel, config["height"]), stride=rng.choice((1, 2, kernel)),
+                  padding=rng.choice((0, 0, 1)) if kernel > 2 and config["height"] > 2 else 0)
+    return config
+
+
+def _rows(rng):
+    return dict(batch=log_uniform(rng, 1, 4096), features=log_uniform(rng, 1, 16384))
+
+
+def _activation(rng):
+    return dict(_rows(rng), op=rng.choice(ACTIVATIONS))
+
+
+def _bmm(rng):
+    return dict(batch=log_uniform(rng, 1, 256), m=log_uniform(rng, 1, 2048), k=log_uniform(rng, 1, 2048),
+                n=log_uniform(rng, 1, 2048))
+
+
+# The harness's kinds, in its order, with their samplers.
+SAMPLERS = {
+    "linear": _linear, "conv2d": _conv2d, "rnn": _recurrent, "lstm": _recurrent, "gru": _recurrent,
+    "multihead_attention": _attention, "embedding": _embedding, "layer_norm": _layer_norm,
+    "batchnorm2d": _batchnorm2d, "maxpool2d": _pool2d, "avgpool2d": _pool2d, "activation": _activation,
+    "add": _rows, "softmax": _rows, "bmm": _bmm,
+}
+
+
+def _work(kind, config):
+    """(forward FLOPs, largest tensor in elements) of a configuration, for the budget check."""
+    from .layers import layer_features
+
+    native = {k["name"] for k in _native_kinds()}
+    if kind in native:
+        keys = {p["name"] for k in _native_kinds() if k["name"] == kind for p in k["parameters"]}
+        features = layer_features(kind, **{k: v for k, v in config.items() if k in keys})
+        return features["forward_flops"], max(features["mem_input"], features["mem_output"], features["mem_weights"])
+    if kind == "bmm":  # (batch, m, k) x (batch, k, n): one multiply-add per term
+        b, m, k, n = config["batch"], config["m"], config["k"], config["n"]
+        return 2.0 * b * m * k * n, max(b * m * k, b * k * n, b * m * n)
+    elements = math.prod(config[key] for key in ("batch", "channels", "height", "width", "features") if key in config)
+    return float(elements), elements
+
+
+def _native_kinds():
+    from .layers import layer_kinds
+
+    return layer_kinds()
+
+
+def sample_config(kind, index, seed=0, device="cpu"):
+    """The configuration number `index` of `kind`: the same for the same (seed, kind, index, device)."""
+    if kind not in SAMPLERS:
+        raise ValueError(f"unknown harness kind '{kind}'; known: {', '.join(SAMPLERS)}")
+    max_flops, max_elements = BUDGETS["cuda" if device.startswith("cuda") else "cpu"]
+    rng = random.Random(f"{seed}:{kind}:{index}")
+    for _ in range(1000):
+        config = SAMPLERS[kind](rng)
+        flops, elements = _work(kind, config)
+        if flops <= max_flops and elements <= max_elements:
+            config["optimizer"] = rng.choice(OPTIMIZERS)
+            return config
+    raise RuntimeError(f"no configuration of {kind} fits the budget")  # pragma: no cover

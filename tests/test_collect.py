@@ -1,0 +1,130 @@
+"""The timing harness and its resumable collection front end, on the CPU."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from prenet.collect import COLUMNS, Harness, collect
+from prenet.sampling import SAMPLERS, sample_config
+
+
+def test_sampler_is_deterministic_and_within_budget():
+    for kind in SAMPLERS:
+        first = [sample_config(kind, i, seed=3) for i in range(20)]
+        assert first == [sample_config(kind, i, seed=3) for i in range(20)]
+        assert first != [sample_config(kind, i, seed=4) for i in range(20)]
+    sizes = [sample_config("conv2d", i)["height"] for i in range(300)]
+    assert min(sizes) < 16 and max(sizes) > 128, "log-uniform sizes span small and large inputs"
+    with pytest.raises(ValueError, match="unknown harness kind 'conv3d'"):
+        sample_config("conv3d", 0)
+
+
+@pytest.mark.parametrize("kind", sorted(SAMPLERS))
+def test_harness_times_every_kind_on_the_cpu(kind):
+    harness = Harness("cpu", threads=1, extra_args=("--max-ms", "20", "--warmup-ms", "1"))
+    try:
+        config = sample_config(kind, 0)
+        # Keep the test quick: shrink the sampled sizes.
+        for key in ("batch", "seq_len", "height", "width", "features", "m", "k", "n"):
+            if key in config:
+                config[key] = min(config[key], 8)
+        if kind in ("maxpool2d", "avgpool2d"):
+            config.update(height=8, width=8, kernel_size=2, padding=0)
+        result = harness.time(1, kind, config, timeout=120)
+    finally:
+        harness.stop()
+    assert result["status"] == "ok", result
+    for key in ("forward_ms", "train_forward_ms", "train_backward_ms", "train_step_ms"):
+        assert result[key] > 0, key
+    assert result["forward_min_ms"] <= result["forward_ms"] <= result["forward_max_ms"]
+    has_parameters = kind not in ("maxpool2d", "avgpool2d", "activation", "add", "softmax", "bmm")
+    assert ("train_optimizer_ms" in result) == has_parameters
+
+
+def test_environment_is_recorded():
+    harness = Harness("cpu", threads=1)
+    harness.stop()
+    env = harness.environment
+    assert env["device"] == "cpu" and env["threads"] == 1 and env["torch_version"]
+    assert env["host_cpu"] and env["device_units"] >= 1 and env["blas"]
+
+
+def test_invalid_configurations_are_results_not_crashes():
+    harness = Harness("cpu", threads=1)
+    try:
+        bad = harness.time(1, "conv2d", dict(batch=1, in_channels=1, out_channels=1, kernel_size=9, height=4,
+                                             width=4), timeout=60)
+        unknown = harness.time(2, "linear", dict(batch=1, in_features=2, out_features=2, optimizer="lbfgs2"),
+                               timeout=60)
+        good = harness.time(3, "add", dict(batch=2, features=3), timeout=60)
+    finally:
+        harness.stop()
+    assert bad["status"] == "failed" and "Kernel size can't be greater" in bad["error"]
+    assert unknown["status"] == "failed" and "unknown optimizer 'lbfgs2'" in unknown["error"]
+    assert good["status"] == "ok", "the harness keeps serving after failures"
+
+
+def test_cuda_is_refused_with_a_reason(run_prenet, tmp_path):
+    result = run_prenet("collect", "--kind", "add", "--samples", "1", "--device", "cuda", "--out",
+                        str(tmp_path / "x.csv"))
+    assert result.returncode == 2
+    assert "CUDA was requested but is not available" in result.stderr
+
+
+CRASHING_HARNESS = """
+import json, os, sys
+print(json.dumps({"type": "environment", "device": "cpu", "threads": 1}), flush=True)
+for line in sys.stdin:
+    fields = dict(token.split("=", 1) for token in line.split())
+    if fields["id"] == "2":
+        os.kill(os.getpid(), 9)
+    if fields["id"] == "4":
+        import time; time.sleep(60)
+    print(json.dumps({"type": "result", "id": fields["id"], "status": "ok", "forward_ms": 1.0}), flush=True)
+"""
+
+
+def test_crashes_and_hangs_are_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
+    stub = tmp_path / "harness"
+    stub.write_text(f"#!{sys.executable}\n{CRASHING_HARNESS}")
+    stub.chmod(0o755)
+    monkeypatch.setenv("PRENET_HARNESS", str(stub))
+    out = tmp_path / "add.csv"
+    assert collect("add", 6, out, timeout=2, progress=False) == 6
+    rows = pd.read_csv(out).set_index("sample")
+    assert rows.loc[2, "status"] == "failed" and "signal 9" in rows.loc[2, "error"]
+    assert rows.loc[4, "status"] == "failed" and "timed out" in rows.loc[4, "error"]
+    assert (rows.drop(index=[2, 4])["status"] == "ok").all()
+
+
+def test_killed_collection_resumes_without_loss_or_duplicates(tmp_path):
+    out = tmp_path / "softmax.csv"
+    command = [sys.executable, "-m", "prenet", "collect", "--kind", "softmax", "--samples", "40", "--threads", "1",
+               "--out", str(out), "--no-progress"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not out.exists() or out.read_text().count("\n") < 6):
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    rows_before = out.read_text().count("\n") - 1
+    assert 5 <= rows_before < 40, "killed mid-run"
+    with open(out, "a") as f:
+        f.write("999,softmax,ok,,half a line")  # what a kill during a write would leave
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr
+    table = pd.read_csv(out)
+    assert list(table.columns) == COLUMNS
+    assert sorted(table["sample"]) == list(range(40))
+    assert (table["status"] == "ok").all()
+    for _, row in table.iterrows():
+        config = sample_config("softmax", int(row["sample"]))
+        assert (row["batch"], row["features"], row["optimizer"]) == (config["batch"], config["features"],
+                                                                      config["optimizer"])
+    again = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert "0 configurations" in again.stdout
+    assert len(pd.read_csv(out)) == 40

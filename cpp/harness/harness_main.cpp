@@ -1,7 +1,6 @@
 // prenet-harness: times single layers with LibTorch on the CPU or a CUDA GPU.
 // Reads one request per line on stdin (key=value pairs, see request.hpp); writes one JSON object per line on
 // stdout: first the environment, then one result per request, flushed as each completes.
-#include <ATen/detail/CUDAHooksInterface.h>
 #include <torch/cuda.h>
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -134,15 +133,12 @@ torch::Device resolve_device(const std::string& name) {
 std::string environment_json(const torch::Device& device, const Options& options) {
     JsonLine env;
     env.add("type", "environment").add("device", device.str()).add("dtype", options.dtype);
-    const auto& hooks = at::detail::getCUDAHooks();
     if (device.is_cuda()) {
         const auto& driver = CudaDriver::instance();
         env.add("device_name", driver.device_name(device.index()))
             .add("device_units", driver.multiprocessor_count(device.index()))
             .add("device_units_kind", "SMs")
-            .add("cuda_driver", driver.driver_version())
-            .add("cuda_runtime", static_cast<std::int64_t>(hooks.versionCUDART()));
-        if (hooks.hasCuDNN()) env.add("cudnn", static_cast<std::int64_t>(hooks.versionCuDNN()));
+            .add("cuda_driver", driver.driver_version());
     } else {
         env.add("device_name", host_cpu_model())
             .add("device_units", static_cast<std::int64_t>(std::thread::hardware_concurrency()))

@@ -11,6 +11,7 @@ import json
 import os
 import select
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -66,6 +67,7 @@ class Harness:
             raise HarnessError(f"prenet-harness refused to start (exit {self.process.returncode}): "
                                f"{self.process.stderr.read().strip()}")
         self.environment = json.loads(line)
+        self.environment.update(_python_torch_versions(self.environment.get("torch_version", "")))
 
     def stop(self):
         if self.process and self.process.poll() is None:
@@ -92,6 +94,18 @@ class Harness:
         self.stop()
         self.start()
         return {"status": "failed", "error": reason}
+
+
+def _python_torch_versions(harness_torch):
+    """CUDA runtime and cuDNN versions from Python's torch, when it is the torch the harness was built against
+    (as on a GPU machine that builds the harness from its torch wheel)."""
+    try:
+        import torch
+    except ImportError:
+        return {}
+    if not torch.__version__.startswith(harness_torch) or not torch.version.cuda:
+        return {}
+    return {"cuda_runtime": torch.version.cuda, "cudnn": torch.backends.cudnn.version() or ""}
 
 
 def _completed_samples(path):
@@ -172,10 +186,33 @@ def _csv_line(row):
 
 
 def _progress_bar(total, initial, description, enabled):
-    from tqdm import tqdm
-
+    try:
+        from tqdm import tqdm
+    except ImportError:  # a GPU machine may lack tqdm
+        return _PlainProgress(total, initial, description, enabled)
     return tqdm(total=total, initial=initial, desc=description, unit="config", disable=not enabled,
                 smoothing=0.05, dynamic_ncols=True)
+
+
+class _PlainProgress:
+    """Progress lines on stderr (done, rate, time left) every few seconds, where tqdm is not installed."""
+
+    def __init__(self, total, initial, description, enabled, every_s=5.0):
+        self.total, self.done, self.description, self.enabled = total, initial, description, enabled
+        self.start_done, self.start, self.last, self.every_s = initial, time.monotonic(), 0.0, every_s
+
+    def update(self, n):
+        self.done += n
+        now = time.monotonic()
+        if self.enabled and (now - self.last >= self.every_s or self.done == self.total):
+            self.last = now
+            rate = (self.done - self.start_done) / max(now - self.start, 1e-9)
+            left = (self.total - self.done) / rate if rate > 0 else float("inf")
+            print(f"{self.description}: {self.done}/{self.total}, {rate:.2f} config/s, {left / 60:.1f} min left",
+                  file=sys.stderr, flush=True)
+
+    def close(self):
+        pass
 
 
 def collect_all(kinds, samples, out_dir, device="cpu", round_size=25, max_minutes=None, **options):

@@ -21,6 +21,18 @@ CASES = {
     "embedding": (dict(batch=2, seq_len=9, num_embeddings=100, embedding_dim=12),
                   lambda: torch.nn.Embedding(100, 12)),
     "layer_norm": (dict(batch=2, seq_len=9, normalized_shape=12), lambda: torch.nn.LayerNorm(12)),
+    "batchnorm2d": (dict(batch=2, channels=8, height=5, width=5), lambda: torch.nn.BatchNorm2d(8)),
+    "maxpool2d": (dict(batch=2, channels=8, height=7, width=7, kernel_size=3, stride=2, padding=1),
+                  lambda: torch.nn.MaxPool2d(3, 2, 1)),
+    "avgpool2d": (dict(batch=2, channels=8, height=8, width=8, kernel_size=2, stride=2), lambda: torch.nn.AvgPool2d(2)),
+    "relu": (dict(batch=2, features=10), torch.nn.ReLU),
+    "gelu": (dict(batch=2, features=10), torch.nn.GELU),
+    "tanh": (dict(batch=2, features=10), torch.nn.Tanh),
+    "sigmoid": (dict(batch=2, features=10), torch.nn.Sigmoid),
+    "silu": (dict(batch=2, features=10), torch.nn.SiLU),
+    "softmax": (dict(batch=2, seq_len=3, features=10), lambda: torch.nn.Softmax(-1)),
+    "add": (dict(batch=2, features=10), torch.nn.Identity),
+    "bmm": (dict(batch=2, m=3, k=4, n=5), torch.nn.Identity),
 }
 
 

@@ -73,6 +73,17 @@ const std::vector<LayerKind>& layer_kinds() {
         kinds::make_multihead_attention(),
         kinds::make_embedding(),
         kinds::make_layer_norm(),
+        kinds::make_batchnorm2d(),
+        kinds::make_maxpool2d(),
+        kinds::make_avgpool2d(),
+        kinds::make_pointwise(kinds::Pointwise::relu),
+        kinds::make_pointwise(kinds::Pointwise::gelu),
+        kinds::make_pointwise(kinds::Pointwise::tanh),
+        kinds::make_pointwise(kinds::Pointwise::sigmoid),
+        kinds::make_pointwise(kinds::Pointwise::silu),
+        kinds::make_pointwise(kinds::Pointwise::softmax),
+        kinds::make_pointwise(kinds::Pointwise::add),
+        kinds::make_bmm(),
     };
     return table;
 }

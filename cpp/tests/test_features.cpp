@@ -171,6 +171,68 @@ TEST(LayerNorm, HandComputed) {
     EXPECT_DOUBLE_EQ(plain.parameters, 0);
 }
 
+TEST(Bmm, HandComputed) {
+    const auto c = cost_of("bmm", {{"batch", 2}, {"m", 3}, {"k", 4}, {"n", 5}});
+    EXPECT_DOUBLE_EQ(c.paper_operations, 120);
+    EXPECT_DOUBLE_EQ(c.forward_flops, 240);
+    EXPECT_DOUBLE_EQ(c.backward_flops, 480);
+    EXPECT_DOUBLE_EQ(c.parameters, 0);
+    EXPECT_DOUBLE_EQ(c.forward_bytes, 4 * (24 + 40 + 30));
+    EXPECT_DOUBLE_EQ(c.backward_bytes, 4 * 2 * (24 + 40 + 30));
+}
+
+TEST(Pointwise, ActivationsSoftmaxAndAdd) {
+    // 2 x 3 = 6 elements.
+    const auto gelu = cost_of("gelu", {{"batch", 2}, {"features", 3}});
+    EXPECT_DOUBLE_EQ(gelu.forward_flops, 5 * 6);
+    EXPECT_DOUBLE_EQ(gelu.backward_flops, 11 * 6);
+    EXPECT_DOUBLE_EQ(gelu.forward_bytes, 4 * 2 * 6);
+    EXPECT_DOUBLE_EQ(gelu.backward_bytes, 4 * 3 * 6);
+    const auto relu = cost_of("relu", {{"batch", 1}, {"seq_len", 4}, {"features", 5}});
+    EXPECT_DOUBLE_EQ(relu.forward_flops, 20);
+    const auto softmax = cost_of("softmax", {{"batch", 2}, {"features", 3}});
+    EXPECT_DOUBLE_EQ(softmax.forward_flops, 30);
+    EXPECT_DOUBLE_EQ(softmax.backward_flops, 24);
+    const auto add = cost_of("add", {{"batch", 2}, {"features", 3}});
+    EXPECT_DOUBLE_EQ(add.forward_flops, 6);
+    EXPECT_DOUBLE_EQ(add.backward_flops, 0);
+    EXPECT_DOUBLE_EQ(add.forward_bytes, 4 * 3 * 6);
+    EXPECT_DOUBLE_EQ(add.backward_bytes, 0);
+    EXPECT_DOUBLE_EQ(add.memory_input, 12);
+}
+
+TEST(BatchNorm2d, HandComputed) {
+    // 2 x 3 x 4 x 4 = 96 elements, 3 channels.
+    const auto c = cost_of("batchnorm2d", {{"batch", 2}, {"channels", 3}, {"height", 4}, {"width", 4}});
+    EXPECT_DOUBLE_EQ(c.forward_flops, 8 * 96 + 8 * 3);
+    EXPECT_DOUBLE_EQ(c.backward_flops, 13 * 96);
+    EXPECT_DOUBLE_EQ(c.parameters, 6);
+    EXPECT_DOUBLE_EQ(c.forward_bytes, 4 * (3 * 96 + 6 * 3));
+    EXPECT_DOUBLE_EQ(c.backward_bytes, 4 * (5 * 96 + 4 * 3));
+}
+
+TEST(Pool2d, MaxAndAverage) {
+    // 1 x 2 x 4 x 4, window 2, stride 2: 8 outputs of 4 window elements each.
+    const std::map<std::string, std::int64_t> config = {{"batch", 1}, {"channels", 2}, {"height", 4}, {"width", 4},
+                                                        {"kernel_size", 2}, {"stride", 2}};
+    const auto max = cost_of("maxpool2d", config);
+    EXPECT_DOUBLE_EQ(max.forward_flops, 32);
+    EXPECT_DOUBLE_EQ(max.backward_flops, 8);
+    EXPECT_DOUBLE_EQ(max.forward_bytes, 4 * (32 + 8) + 8 * 8);
+    EXPECT_DOUBLE_EQ(max.backward_bytes, 4 * (64 + 8) + 8 * 8);
+    const auto avg = cost_of("avgpool2d", config);
+    EXPECT_DOUBLE_EQ(avg.forward_flops, 8 * 5);
+    EXPECT_DOUBLE_EQ(avg.backward_flops, 8 * 5);
+    EXPECT_DOUBLE_EQ(avg.forward_bytes, 4 * (32 + 8));
+    // ResNet's stem pool: k3, s2, p1 on 7x7 gives 4x4.
+    const auto& kind = find_layer_kind("maxpool2d");
+    auto cfg = kind.configure({{"batch", 1}, {"channels", 1}, {"height", 7}, {"width", 7}, {"kernel_size", 3},
+                               {"stride", 2}, {"padding", 1}});
+    EXPECT_EQ(kind.derived_values(cfg), (std::vector<double>{4, 4}));
+    EXPECT_THROW(kind.configure({{"batch", 1}, {"channels", 1}, {"height", 7}, {"width", 7}, {"kernel_size", 3},
+                                 {"stride", 2}, {"padding", 2}}), std::invalid_argument);
+}
+
 TEST(Features, ComputationalTimeAndRoofline) {
     const auto& kind = find_layer_kind("linear");
     const auto f = prenet::layer_features(kind.configure({{"batch", 2}, {"in_features", 3}, {"out_features", 4}}),
@@ -203,6 +265,17 @@ TEST(Features, NamesMatchValuesForEveryKind) {
         {"multihead_attention", {{"batch", 1}, {"seq_len", 1}, {"embed_dim", 1}, {"num_heads", 1}}},
         {"embedding", {{"batch", 1}, {"seq_len", 1}, {"num_embeddings", 1}, {"embedding_dim", 1}}},
         {"layer_norm", {{"batch", 1}, {"normalized_shape", 1}}},
+        {"batchnorm2d", {{"batch", 1}, {"channels", 1}, {"height", 1}, {"width", 1}}},
+        {"maxpool2d", {{"batch", 1}, {"channels", 1}, {"height", 1}, {"width", 1}, {"kernel_size", 1}, {"stride", 1}}},
+        {"avgpool2d", {{"batch", 1}, {"channels", 1}, {"height", 1}, {"width", 1}, {"kernel_size", 1}, {"stride", 1}}},
+        {"relu", {{"batch", 1}, {"features", 1}}},
+        {"gelu", {{"batch", 1}, {"features", 1}}},
+        {"tanh", {{"batch", 1}, {"features", 1}}},
+        {"sigmoid", {{"batch", 1}, {"features", 1}}},
+        {"silu", {{"batch", 1}, {"features", 1}}},
+        {"softmax", {{"batch", 1}, {"features", 1}}},
+        {"add", {{"batch", 1}, {"features", 1}}},
+        {"bmm", {{"batch", 1}, {"m", 1}, {"k", 1}, {"n", 1}}},
     };
     ASSERT_EQ(samples.size(), prenet::layer_kinds().size());
     for (const auto& kind : prenet::layer_kinds()) {

@@ -1,8 +1,10 @@
 """The feature table of a whole PyTorch model: one row per call of every leaf module.
 
-The model runs once on a batch-1 input (eval mode, no gradients) so that forward hooks see every module's real
+The model runs once on a batch-1 input (eval mode) so that forward hooks see every module's real
 input and output shapes; the features are then computed natively for the requested batch size. Modules that
-no layer kind of the table covers yet are listed with a note, never dropped.
+no layer kind of the table covers yet are listed with a note, never dropped. Module hooks see modules only:
+operations written as functions (a residual `out += identity`, `torch.matmul` in hand-written attention) are
+outside this table; the per-operation walk of the predictor counts them.
 """
 import functools
 import math
@@ -64,13 +66,68 @@ def _layer_norm(module, inputs, output):
                           "elementwise_affine": module.elementwise_affine}
 
 
+def _square(value):
+    """The side of a square window given as an int or an (a, a) tuple; None if not square."""
+    if isinstance(value, int):
+        return value
+    return value[0] if len(set(value)) == 1 else None
+
+
+def _pointwise(kind):
+    def mapper(module, inputs, output):
+        x = inputs[0]
+        return kind, {"features": x.numel() // x.shape[0]}
+    return mapper
+
+
+def _softmax(module, inputs, output):
+    x = inputs[0]
+    if module.dim not in (-1, x.dim() - 1):
+        return None
+    return "softmax", {"seq_len": x.numel() // x.shape[0] // x.shape[-1], "features": x.shape[-1]}
+
+
+def _image(x):
+    return {"channels": x.shape[1], "height": x.shape[2], "width": x.shape[3]}
+
+
+def _batchnorm2d(module, inputs, output):
+    return "batchnorm2d", _image(inputs[0])
+
+
+def _pool2d(kind):
+    def mapper(module, inputs, output):
+        window = [_square(getattr(module, key)) for key in ("kernel_size", "stride", "padding")]
+        if None in window or _square(getattr(module, "dilation", 1)) != 1 or module.ceil_mode:
+            return None
+        if kind == "avgpool2d" and not module.count_include_pad:
+            return None
+        return kind, dict(_image(inputs[0]), kernel_size=window[0], stride=window[1], padding=window[2])
+    return mapper
+
+
+def _adaptive_avgpool2d(module, inputs, output):
+    """An adaptive average pool whose output divides its input is a plain average pool."""
+    x = inputs[0]
+    out_h, out_w = output.shape[-2], output.shape[-1]
+    if x.shape[-2] % out_h or x.shape[-1] % out_w or x.shape[-2] // out_h != x.shape[-1] // out_w:
+        return None
+    kernel = x.shape[-2] // out_h
+    return "avgpool2d", dict(_image(x), kernel_size=kernel, stride=kernel, padding=0)
+
+
 @functools.lru_cache(maxsize=None)
 def _mappers():
     import torch.nn as nn
 
     # Which torch module feeds which layer kind of the native table, and how its configuration is read.
+    # ReLU6 is costed as a ReLU: one clamp per element either way.
     return {nn.Linear: _linear, nn.Conv2d: _conv2d, nn.RNN: _recurrent, nn.LSTM: _recurrent, nn.GRU: _recurrent,
-            nn.MultiheadAttention: _attention, nn.Embedding: _embedding, nn.LayerNorm: _layer_norm}
+            nn.MultiheadAttention: _attention, nn.Embedding: _embedding, nn.LayerNorm: _layer_norm,
+            nn.BatchNorm2d: _batchnorm2d, nn.MaxPool2d: _pool2d("maxpool2d"), nn.AvgPool2d: _pool2d("avgpool2d"),
+            nn.AdaptiveAvgPool2d: _adaptive_avgpool2d, nn.ReLU: _pointwise("relu"), nn.ReLU6: _pointwise("relu"),
+            nn.GELU: _pointwise("gelu"), nn.Tanh: _pointwise("tanh"), nn.Sigmoid: _pointwise("sigmoid"),
+            nn.SiLU: _pointwise("silu"), nn.Softmax: _softmax}
 
 
 def _shape(value, batch, batch_dim):

@@ -9,6 +9,7 @@
 namespace prenet::kinds {
 
 enum class Recurrence { rnn, lstm, gru };
+enum class Pointwise { relu, gelu, tanh, sigmoid, silu, softmax, add };
 
 LayerKind make_linear();
 LayerKind make_conv2d();
@@ -16,6 +17,11 @@ LayerKind make_recurrent(Recurrence recurrence);
 LayerKind make_multihead_attention();
 LayerKind make_embedding();
 LayerKind make_layer_norm();
+LayerKind make_batchnorm2d();
+LayerKind make_maxpool2d();
+LayerKind make_avgpool2d();
+LayerKind make_pointwise(Pointwise op);
+LayerKind make_bmm();
 
 // Upper bound for sizes: large enough for any real layer, small enough that counts stay exact in a double.
 inline constexpr std::int64_t kMaxSize = std::int64_t{1} << 31;

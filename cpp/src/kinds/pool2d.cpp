@@ -1,0 +1,82 @@
+// Two-dimensional max and average pooling, torch.nn.MaxPool2d / AvgPool2d with square windows.
+#include <stdexcept>
+#include <string>
+
+#include "kinds.hpp"
+
+namespace prenet::kinds {
+
+namespace {
+
+// Output size: floor((in + 2 * padding - kernel) / stride) + 1 (PyTorch MaxPool2d docs, ceil_mode off).
+double pool_output_size(std::int64_t in, std::int64_t kernel, std::int64_t stride, std::int64_t padding) {
+    return static_cast<double>((in + 2 * padding - kernel) / stride + 1);
+}
+
+void validate_pool(const LayerConfig& c) {
+    if (2 * c["padding"] > c["kernel_size"]) {
+        throw std::invalid_argument("pool2d: padding " + std::to_string(c["padding"]) +
+                                    " exceeds half the kernel_size " + std::to_string(c["kernel_size"]));
+    }
+    for (const char* side : {"height", "width"}) {
+        if (c["kernel_size"] > c[side] + 2 * c["padding"]) {
+            throw std::invalid_argument("pool2d: kernel_size " + std::to_string(c["kernel_size"]) +
+                                        " is larger than the padded " + side + " " +
+                                        std::to_string(c[side] + 2 * c["padding"]));
+        }
+    }
+}
+
+LayerCost pool_cost(bool max, const LayerConfig& c, double bytes_per_element) {
+    const double window = static_cast<double>(c["kernel_size"]) * c["kernel_size"];
+    const double planes = static_cast<double>(c["batch"]) * c["channels"];
+    const double input = planes * c["height"] * c["width"];
+    const double output = planes * pool_output_size(c["height"], c["kernel_size"], c["stride"], c["padding"]) *
+                          pool_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"]);
+    LayerCost cost;
+    cost.paper_operations = output * window;  // no PreNeT equation: window elements visited
+    cost.memory_input = input;                 // PreNeT eq. 11
+    cost.memory_output = output;               // PreNeT eq. 12
+    // Max: one comparison per window element. Average: one add per window element and a division.
+    cost.forward_flops = max ? output * window : output * (window + 1);
+    // Max: route each dY to its argmax. Average: spread dY / window over the window.
+    cost.backward_flops = max ? output : output * (window + 1);
+    // Max pooling also writes (and backward reads) the int64 argmax of each output.
+    const double index_bytes = max ? kIndexBytes * output : 0.0;
+    cost.forward_bytes = bytes_per_element * (input + output) + index_bytes;
+    // Backward zero-fills dX, reads dY and writes the gradients into dX.
+    cost.backward_bytes = bytes_per_element * (2 * input + output) + index_bytes;
+    return cost;
+}
+
+LayerKind make_pool2d(bool max) {
+    LayerKind kind;
+    kind.name = max ? "maxpool2d" : "avgpool2d";
+    kind.paper_name = "Pooling";
+    kind.description = max ? "Max pooling (torch.nn.MaxPool2d), square window" :
+                             "Average pooling (torch.nn.AvgPool2d, padding counted), square window";
+    kind.parameters = {
+        {"batch", 1, kMaxSize, std::nullopt, "samples per batch"},
+        {"channels", 1, kMaxSize, std::nullopt, "channels"},
+        {"height", 1, kMaxSize, std::nullopt, "input height"},
+        {"width", 1, kMaxSize, std::nullopt, "input width"},
+        {"kernel_size", 1, kMaxSize, std::nullopt, "side of the square window"},
+        {"stride", 1, kMaxSize, std::nullopt, "stride (PyTorch's default is kernel_size)"},
+        {"padding", 0, kMaxSize, 0, "implicit padding on each side"},
+    };
+    kind.validate = validate_pool;
+    kind.derived_names = {"out_height", "out_width"};
+    kind.derived_values = [](const LayerConfig& c) {
+        return std::vector<double>{pool_output_size(c["height"], c["kernel_size"], c["stride"], c["padding"]),
+                                   pool_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"])};
+    };
+    kind.cost = [max](const LayerConfig& c, double bytes_per_element) { return pool_cost(max, c, bytes_per_element); };
+    return kind;
+}
+
+}  // namespace
+
+LayerKind make_maxpool2d() { return make_pool2d(true); }
+LayerKind make_avgpool2d() { return make_pool2d(false); }
+
+}  // namespace prenet::kinds

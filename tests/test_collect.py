@@ -75,24 +75,29 @@ def test_cuda_is_refused_with_a_reason(run_prenet, tmp_path):
     assert "CUDA was requested but is not available" in result.stderr
 
 
-CRASHING_HARNESS = """
-import json, os, sys
-print(json.dumps({"type": "environment", "device": "cpu", "threads": 1}), flush=True)
+STUB_HARNESS = """#!{python}
+import json, os, sys, time
+print(json.dumps({{"type": "environment", "device": "cpu", "threads": 1}}), flush=True)
 for line in sys.stdin:
     fields = dict(token.split("=", 1) for token in line.split())
-    if fields["id"] == "2":
+    if fields["id"] == "{crash}":
         os.kill(os.getpid(), 9)
-    if fields["id"] == "4":
-        import time; time.sleep(60)
-    print(json.dumps({"type": "result", "id": fields["id"], "status": "ok", "forward_ms": 1.0}), flush=True)
+    if fields["id"] == "{hang}":
+        time.sleep(60)
+    print(json.dumps({{"type": "result", "id": fields["id"], "status": "ok", "forward_ms": 1.0}}), flush=True)
 """
 
 
-def test_crashes_and_hangs_are_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
+def use_stub_harness(tmp_path, monkeypatch, crash=-1, hang=-1):
+    """A stand-in harness process that crashes or hangs on chosen requests, to test the front end's handling."""
     stub = tmp_path / "harness"
-    stub.write_text(f"#!{sys.executable}\n{CRASHING_HARNESS}")
+    stub.write_text(STUB_HARNESS.format(python=sys.executable, crash=crash, hang=hang))
     stub.chmod(0o755)
     monkeypatch.setenv("PRENET_HARNESS", str(stub))
+
+
+def test_crashes_and_hangs_are_recorded_and_the_run_goes_on(tmp_path, monkeypatch):
+    use_stub_harness(tmp_path, monkeypatch, crash=2, hang=4)
     out = tmp_path / "add.csv"
     assert collect("add", 6, out, timeout=2, progress=False) == 6
     rows = pd.read_csv(out).set_index("sample")
@@ -128,3 +133,18 @@ def test_killed_collection_resumes_without_loss_or_duplicates(tmp_path):
     again = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert "0 configurations" in again.stdout
     assert len(pd.read_csv(out)) == 40
+
+
+def test_two_processes_share_a_collection(tmp_path, monkeypatch):
+    """A kind locked by one process is skipped by another collecting all kinds."""
+    import fcntl
+
+    from prenet.collect import CollectionBusy, collect_all
+
+    use_stub_harness(tmp_path, monkeypatch)
+    with open(tmp_path / "add.csv.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(CollectionBusy):
+            collect("add", 3, tmp_path / "add.csv", progress=False)
+        written = collect_all(["add", "softmax"], 3, tmp_path, round_size=2, progress=False)
+    assert written == {"add": 0, "softmax": 3}

@@ -35,6 +35,10 @@ class HarnessError(RuntimeError):
     pass
 
 
+class CollectionBusy(RuntimeError):
+    """Another process is collecting into the same file."""
+
+
 def harness_path():
     """The prenet-harness executable: PRENET_HARNESS, else the one installed with the package."""
     path = Path(os.environ.get("PRENET_HARNESS", Path(__file__).resolve().parent / "prenet-harness"))
@@ -136,7 +140,7 @@ def collect(kind, samples, out, device="cpu", seed=0, threads=None, timeout=300.
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise RuntimeError(f"another collection is writing {out}") from None
+        raise CollectionBusy(f"another collection is writing {out}") from None
     try:
         done = _completed_samples(out)
         pending = [i for i in range(samples) if i not in done]
@@ -217,7 +221,8 @@ class _PlainProgress:
 
 def collect_all(kinds, samples, out_dir, device="cpu", round_size=25, max_minutes=None, **options):
     """Collects every kind into out_dir/<kind>.csv in rounds of `round_size`, so that a time budget
-    spreads over all kinds; returns rows written per kind."""
+    spreads over all kinds; returns rows written per kind. A kind that another process is collecting is
+    skipped in that round, so several processes (one per core) can share the work."""
     deadline = time.monotonic() + 60 * max_minutes if max_minutes else None
     written = {kind: 0 for kind in kinds}
     for target in range(round_size, samples + round_size, round_size):
@@ -225,6 +230,9 @@ def collect_all(kinds, samples, out_dir, device="cpu", round_size=25, max_minute
             left = (deadline - time.monotonic()) / 60 if deadline else None
             if left is not None and left <= 0:
                 return written
-            written[kind] += collect(kind, min(target, samples), Path(out_dir) / f"{kind}.csv", device=device,
-                                     max_minutes=left, **options)
+            try:
+                written[kind] += collect(kind, min(target, samples), Path(out_dir) / f"{kind}.csv", device=device,
+                                         max_minutes=left, **options)
+            except CollectionBusy:
+                continue
     return written

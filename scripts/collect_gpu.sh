@@ -12,7 +12,7 @@ if [ ! -x .venv-gpu/bin/python ]; then
 fi
 TORCH_PREFIX="$(.venv-gpu/bin/python -c 'import torch; print(torch.utils.cmake_prefix_path)')"
 PRENET_BUILD_DIR="$ROOT/build/gpu" \
-PRENET_CMAKE_ARGS="-DCMAKE_PREFIX_PATH=$TORCH_PREFIX -DPRENET_BUILD_TESTS=OFF -DCMAKE_POLICY_VERSION_MINIMUM=3.5" \
+PRENET_CMAKE_ARGS="-DCMAKE_PREFIX_PATH=$TORCH_PREFIX -DPRENET_BUILD_TESTS=OFF -DPRENET_BUILD_PREDICTOR=OFF -DCMAKE_POLICY_VERSION_MINIMUM=3.5" \
   .venv-gpu/bin/python -m pip install --no-build-isolation --no-deps --no-index --quiet .
 DEVICE_NAME="$(.venv-gpu/bin/python -c 'import torch; print(torch.cuda.get_device_name().replace(" ", "_"))')"
 exec .venv-gpu/bin/prenet collect --kind all --samples 2000 --device cuda --out "data/gpu/$DEVICE_NAME" \

@@ -8,6 +8,10 @@
 
 namespace py = pybind11;
 
+#ifdef PRENET_WITH_PREDICTOR
+void bind_predictor(py::module_& m);  // bindings_predictor.cpp
+#endif
+
 namespace {
 
 py::dict gpu_to_dict(const prenet::GpuSpec& g) {
@@ -89,4 +93,8 @@ PYBIND11_MODULE(_core, m) {
           },
           py::arg("kind"), py::arg("config"), py::arg("catalog"), py::arg("gpu"),
           py::arg("bytes_per_element") = prenet::kFp32Bytes);
+
+#ifdef PRENET_WITH_PREDICTOR
+    bind_predictor(m);
+#endif
 }

@@ -1,0 +1,54 @@
+// A predictor bundle: a folder with manifest.json and one model file per (layer kind, mode), fitted by
+// prenet.training. The manifest records, for each predictor, its model family, the ordered feature names it was
+// fitted on, the target transform, the data it was fitted on and its held-out scores.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "prenet/gpu_catalog.hpp"
+#include "prenet/layer_kind.hpp"
+#include "prenet/regressor.hpp"
+
+namespace prenet {
+
+// Version of the bundle format this build reads.
+inline constexpr int kBundleFormatVersion = 1;
+
+struct Predictor {
+    std::string kind;
+    std::string mode;      // "forward" or "train"
+    std::string family;
+    std::vector<std::string> features;  // native feature names, or "gpu=<name>" / "optimizer=<name>" indicators
+    std::string target;    // "log_ms", or "log_ms_over:<feature>" (the log of time divided by that feature)
+    std::unique_ptr<Regressor> model;
+};
+
+// The model inputs of `names` for each configuration: native features picked by name, plus indicators
+// "gpu=<catalog name>" and "optimizer=<name>". Throws std::invalid_argument for a name it cannot make.
+FeatureMatrix model_inputs(const std::vector<std::string>& names, const std::vector<LayerConfig>& configs,
+                           const GpuSpec& gpu, const std::string& optimizer);
+
+class PredictorBundle {
+public:
+    // Throws std::runtime_error naming the file and what is wrong (missing, corrupt, other format version,
+    // features this build does not compute).
+    static PredictorBundle load(const std::string& folder);
+
+    // Milliseconds per configuration; throws std::invalid_argument if no predictor covers (kind, mode).
+    std::vector<double> predict_ms(const std::string& kind, const std::string& mode,
+                                   const std::vector<LayerConfig>& configs, const GpuSpec& gpu,
+                                   const std::string& optimizer) const;
+    std::vector<std::pair<std::string, std::string>> available() const;
+    const Predictor& predictor(const std::string& kind, const std::string& mode) const;
+    const std::string& manifest_text() const { return manifest_text_; }
+
+private:
+    std::map<std::pair<std::string, std::string>, Predictor> predictors_;
+    std::string manifest_text_;
+};
+
+}  // namespace prenet

@@ -1,0 +1,48 @@
+// Python bindings of predictor inference (built with PRENET_BUILD_PREDICTOR).
+#include <pybind11/eigen.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "prenet/predictor_bundle.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+std::vector<prenet::LayerConfig> configure_all(const std::string& kind,
+                                               const std::vector<std::map<std::string, std::int64_t>>& configs) {
+    const auto& spec = prenet::find_layer_kind(kind);
+    std::vector<prenet::LayerConfig> configured;
+    configured.reserve(configs.size());
+    for (const auto& config : configs) configured.push_back(spec.configure(config));
+    return configured;
+}
+
+}  // namespace
+
+void bind_predictor(py::module_& m) {
+    m.def("trees_supported", &prenet::trees_supported, "Whether this build evaluates xgboost tree models");
+
+    m.def("model_inputs",
+          [](const std::vector<std::string>& names, const std::string& kind,
+             const std::vector<std::map<std::string, std::int64_t>>& configs, const prenet::GpuCatalog& catalog,
+             const std::string& gpu, const std::string& optimizer) {
+              return prenet::model_inputs(names, configure_all(kind, configs), catalog.find(gpu), optimizer);
+          },
+          py::arg("names"), py::arg("kind"), py::arg("configs"), py::arg("catalog"), py::arg("gpu"),
+          py::arg("optimizer") = "sgd",
+          "Model input matrix (rows: configurations) built exactly as the native predictors build it");
+
+    py::class_<prenet::PredictorBundle>(m, "PredictorBundle")
+        .def(py::init(&prenet::PredictorBundle::load), py::arg("folder"))
+        .def("available", &prenet::PredictorBundle::available)
+        .def("manifest", &prenet::PredictorBundle::manifest_text)
+        .def("predict",
+             [](const prenet::PredictorBundle& b, const std::string& kind, const std::string& mode,
+                const std::vector<std::map<std::string, std::int64_t>>& configs, const prenet::GpuCatalog& catalog,
+                const std::string& gpu, const std::string& optimizer) {
+                 return b.predict_ms(kind, mode, configure_all(kind, configs), catalog.find(gpu), optimizer);
+             },
+             py::arg("kind"), py::arg("mode"), py::arg("configs"), py::arg("catalog"), py::arg("gpu"),
+             py::arg("optimizer") = "sgd", "Milliseconds per configuration");
+}

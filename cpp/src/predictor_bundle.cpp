@@ -1,0 +1,157 @@
+#include "prenet/predictor_bundle.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+#include "prenet/features.hpp"
+
+namespace prenet {
+
+namespace {
+
+constexpr const char* kLogOver = "log_ms_over:";
+
+// Where each named input comes from: a column of the native feature vector, or an indicator.
+struct InputSource {
+    int feature = -1;  // index into layer_features, or -1 for an indicator
+    std::string key, value;
+};
+
+std::vector<InputSource> resolve_inputs(const std::vector<std::string>& names, const LayerKind& kind) {
+    const auto native = feature_names(kind);
+    std::vector<InputSource> sources;
+    for (const auto& name : names) {
+        InputSource source;
+        const auto equals = name.find('=');
+        if (equals != std::string::npos) {
+            source.key = name.substr(0, equals);
+            source.value = name.substr(equals + 1);
+            if (source.key != "gpu" && source.key != "optimizer") {
+                throw std::invalid_argument("input '" + name + "': indicators are gpu=<name> or optimizer=<name>");
+            }
+        } else {
+            auto it = std::find(native.begin(), native.end(), name);
+            if (it == native.end()) {
+                throw std::invalid_argument("input '" + name + "' is not a feature of layer kind '" + kind.name + "'");
+            }
+            source.feature = static_cast<int>(it - native.begin());
+        }
+        sources.push_back(source);
+    }
+    return sources;
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot open '" + path + "'");
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    return buffer.str();
+}
+
+}  // namespace
+
+FeatureMatrix model_inputs(const std::vector<std::string>& names, const std::vector<LayerConfig>& configs,
+                           const GpuSpec& gpu, const std::string& optimizer) {
+    FeatureMatrix inputs(static_cast<Eigen::Index>(configs.size()), static_cast<Eigen::Index>(names.size()));
+    if (configs.empty()) return inputs;
+    const auto sources = resolve_inputs(names, configs.front().kind());
+    for (std::size_t row = 0; row < configs.size(); ++row) {
+        if (&configs[row].kind() != &configs.front().kind()) {
+            throw std::invalid_argument("model_inputs: configurations of different kinds in one call");
+        }
+        const auto features = layer_features(configs[row], gpu);
+        for (std::size_t col = 0; col < sources.size(); ++col) {
+            const auto& s = sources[col];
+            const double value = s.feature >= 0 ? features[s.feature].second
+                                 : s.key == "gpu" ? static_cast<double>(s.value == gpu.name)
+                                                  : static_cast<double>(s.value == optimizer);
+            inputs(static_cast<Eigen::Index>(row), static_cast<Eigen::Index>(col)) = value;
+        }
+    }
+    return inputs;
+}
+
+PredictorBundle PredictorBundle::load(const std::string& folder) {
+    const std::string manifest_path = folder + "/manifest.json";
+    PredictorBundle bundle;
+    bundle.manifest_text_ = read_file(manifest_path);
+    nlohmann::json manifest;
+    try {
+        manifest = nlohmann::json::parse(bundle.manifest_text_);
+    } catch (const nlohmann::json::exception& e) {
+        throw std::runtime_error(manifest_path + " is not valid JSON: " + e.what());
+    }
+    try {
+        if (manifest.at("format") != "prenet-predictors") {
+            throw std::runtime_error(manifest_path + " is not a prenet predictor bundle");
+        }
+        if (manifest.at("version").get<int>() != kBundleFormatVersion) {
+            throw std::runtime_error(manifest_path + " has format version " + manifest.at("version").dump() +
+                                     "; this build reads version " + std::to_string(kBundleFormatVersion));
+        }
+        for (const auto& entry : manifest.at("predictors")) {
+            Predictor p;
+            p.kind = entry.at("kind").get<std::string>();
+            p.mode = entry.at("mode").get<std::string>();
+            p.family = entry.at("family").get<std::string>();
+            p.features = entry.at("features").get<std::vector<std::string>>();
+            p.target = entry.at("target").get<std::string>();
+            const std::string where = manifest_path + " (" + p.kind + ", " + p.mode + ")";
+            try {
+                resolve_inputs(p.features, find_layer_kind(p.kind));
+                if (p.target.rfind(kLogOver, 0) == 0) {
+                    resolve_inputs({p.target.substr(std::string(kLogOver).size())}, find_layer_kind(p.kind));
+                } else if (p.target != "log_ms") {
+                    throw std::invalid_argument("unknown target '" + p.target + "'");
+                }
+            } catch (const std::invalid_argument& e) {
+                throw std::runtime_error(where + " does not match this build: " + e.what());
+            }
+            p.model = load_regressor(p.family, folder + "/" + entry.at("file").get<std::string>(), p.features.size());
+            bundle.predictors_[{p.kind, p.mode}] = std::move(p);
+        }
+    } catch (const nlohmann::json::exception& e) {
+        throw std::runtime_error(manifest_path + " is missing or has malformed fields: " + e.what());
+    }
+    return bundle;
+}
+
+const Predictor& PredictorBundle::predictor(const std::string& kind, const std::string& mode) const {
+    auto it = predictors_.find({kind, mode});
+    if (it == predictors_.end()) {
+        std::string known;
+        for (const auto& [key, p] : predictors_) known += " " + key.first + "/" + key.second;
+        throw std::invalid_argument("no predictor for layer kind '" + kind + "' in mode '" + mode +
+                                    "'; this bundle has:" + known);
+    }
+    return it->second;
+}
+
+std::vector<double> PredictorBundle::predict_ms(const std::string& kind, const std::string& mode,
+                                                const std::vector<LayerConfig>& configs, const GpuSpec& gpu,
+                                                const std::string& optimizer) const {
+    const Predictor& p = predictor(kind, mode);
+    const Eigen::VectorXd raw = p.model->predict(model_inputs(p.features, configs, gpu, optimizer));
+    std::vector<double> ms(configs.size());
+    const bool relative = p.target.rfind(kLogOver, 0) == 0;
+    const FeatureMatrix base =
+        relative ? model_inputs({p.target.substr(std::string(kLogOver).size())}, configs, gpu, optimizer) : FeatureMatrix();
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+        const auto row = static_cast<Eigen::Index>(i);
+        ms[i] = std::exp(raw[row]) * (relative ? base(row, 0) : 1.0);  // undo the target's log transform
+    }
+    return ms;
+}
+
+std::vector<std::pair<std::string, std::string>> PredictorBundle::available() const {
+    std::vector<std::pair<std::string, std::string>> keys;
+    for (const auto& entry : predictors_) keys.push_back(entry.first);
+    return keys;
+}
+
+}  // namespace prenet

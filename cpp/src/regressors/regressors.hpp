@@ -1,0 +1,14 @@
+// Loaders of the regressor families (one file each); load_regressor in regressor.cpp dispatches to them.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "prenet/regressor.hpp"
+
+namespace prenet::regressors {
+
+std::unique_ptr<Regressor> load_dense(const std::string& path, std::size_t inputs);
+std::unique_ptr<Regressor> load_xgboost(const std::string& path, std::size_t inputs);  // throws without xgboost
+
+}  // namespace prenet::regressors

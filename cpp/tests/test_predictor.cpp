@@ -1,0 +1,120 @@
+// Predictor bundles and dense models against hand-computed values, and every load error path.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "prenet/predictor_bundle.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+prenet::GpuSpec gpu() {
+    prenet::GpuSpec g;
+    g.name = "Test GPU";
+    g.fp32_tflops = 10;
+    g.memory_bandwidth_gbs = 100;
+    g.sm_count = 10;
+    return g;
+}
+
+class BundleTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        folder_ = fs::path(::testing::TempDir()) /
+                  ("bundle_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+        fs::remove_all(folder_);
+        fs::create_directories(folder_);
+    }
+    void write(const std::string& name, const std::string& text) { std::ofstream(folder_ / name) << text; }
+    std::string manifest(const std::string& features, const std::string& family = "linear",
+                         const std::string& target = "log_ms", int version = 1) {
+        return R"({"format": "prenet-predictors", "version": )" + std::to_string(version) +
+               R"(, "predictors": [{"kind": "linear", "mode": "forward", "family": ")" + family +
+               R"(", "file": "m.json", "features": )" + features + R"(, "target": ")" + target + R"("}]})";
+    }
+    std::string load_error() {
+        try {
+            prenet::PredictorBundle::load(folder_.string());
+        } catch (const std::runtime_error& e) {
+            return e.what();
+        }
+        return "";
+    }
+    fs::path folder_;
+};
+
+std::vector<prenet::LayerConfig> linear_configs() {
+    const auto& kind = prenet::find_layer_kind("linear");
+    return {kind.configure({{"batch", 2}, {"in_features", 3}, {"out_features", 4}}),
+            kind.configure({{"batch", 8}, {"in_features", 3}, {"out_features", 4}})};
+}
+
+TEST_F(BundleTest, LinearModelWithIndicatorsAndLogTarget) {
+    // log(ms) = 0.5 * (batch - 1) / 2 + 1.0 * [optimizer = adam] - 0.25
+    write("manifest.json", manifest(R"(["batch", "optimizer=adam", "gpu=Test GPU"])"));
+    write("m.json", R"({"mean": [1, 0, 0], "scale": [2, 1, 1], "layers": [{"weight": [[0.5, 1.0, 0.0]], "bias": [-0.25]}]})");
+    const auto bundle = prenet::PredictorBundle::load(folder_.string());
+    const auto sgd = bundle.predict_ms("linear", "forward", linear_configs(), gpu(), "sgd");
+    EXPECT_NEAR(sgd[0], std::exp(0.5 * 0.5 - 0.25), 1e-12);
+    EXPECT_NEAR(sgd[1], std::exp(0.5 * 3.5 - 0.25), 1e-12);
+    const auto adam = bundle.predict_ms("linear", "forward", linear_configs(), gpu(), "adam");
+    EXPECT_NEAR(adam[0], std::exp(0.5 * 0.5 + 1.0 - 0.25), 1e-12);
+    const auto inputs = prenet::model_inputs({"batch", "optimizer=adam", "gpu=Test GPU"}, linear_configs(), gpu(), "adam");
+    EXPECT_EQ(inputs(1, 0), 8);
+    EXPECT_EQ(inputs(1, 1), 1);
+    EXPECT_EQ(inputs(1, 2), 1);
+}
+
+TEST_F(BundleTest, MlpWithReluAndRelativeTarget) {
+    // Hidden: relu([x - 1, -(x - 1)]); output: 2 * h0 + 3 * h1 + 0.5; target log(ms / forward_flops).
+    write("manifest.json", manifest(R"(["batch"])", "mlp", "log_ms_over:forward_flops"));
+    write("m.json", R"({"mean": [1], "scale": [1], "layers": [{"weight": [[1], [-1]], "bias": [0, 0]},
+                                                          {"weight": [[2, 3]], "bias": [0.5]}]})");
+    const auto bundle = prenet::PredictorBundle::load(folder_.string());
+    const auto ms = bundle.predict_ms("linear", "forward", linear_configs(), gpu(), "sgd");
+    // batch 2: h = (1, 0) -> 2.5; forward FLOPs 2*2*3*4 + 2*4 = 56.
+    EXPECT_NEAR(ms[0], std::exp(2.5) * 56, 1e-9);
+    // batch 8: h = (7, 0) -> 14.5; FLOPs 2*8*12 + 32 = 224.
+    EXPECT_NEAR(ms[1], std::exp(14.5) * 224, 1e-6 * std::exp(14.5) * 224);
+}
+
+TEST_F(BundleTest, UnknownKindOrModeIsNamed) {
+    write("manifest.json", manifest(R"(["batch"])"));
+    write("m.json", R"({"mean": [0], "scale": [1], "layers": [{"weight": [[1]], "bias": [0]}]})");
+    const auto bundle = prenet::PredictorBundle::load(folder_.string());
+    try {
+        bundle.predict_ms("conv2d", "train", {}, gpu(), "sgd");
+        FAIL();
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("no predictor for layer kind 'conv2d' in mode 'train'"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("linear/forward"), std::string::npos);
+    }
+}
+
+TEST_F(BundleTest, LoadErrorsAreClear) {
+    EXPECT_NE(load_error().find("cannot open"), std::string::npos);
+    write("manifest.json", "{not json");
+    EXPECT_NE(load_error().find("is not valid JSON"), std::string::npos);
+    write("manifest.json", manifest(R"(["batch"])", "linear", "log_ms", 7));
+    EXPECT_NE(load_error().find("has format version 7; this build reads version 1"), std::string::npos);
+    write("manifest.json", manifest(R"(["batch", "colour"])"));
+    EXPECT_NE(load_error().find("input 'colour' is not a feature of layer kind 'linear'"), std::string::npos);
+    write("manifest.json", manifest(R"(["batch"])", "linear", "seconds"));
+    EXPECT_NE(load_error().find("unknown target 'seconds'"), std::string::npos);
+    write("manifest.json", manifest(R"(["batch"])", "magic"));
+    EXPECT_NE(load_error().find("unknown model family 'magic'"), std::string::npos);
+    write("manifest.json", manifest(R"(["batch"])"));
+    EXPECT_NE(load_error().find("cannot open model file"), std::string::npos);
+    write("m.json", R"({"mean": [0, 0], "scale": [1, 1], "layers": [{"weight": [[1, 1]], "bias": [0]}]})");
+    EXPECT_NE(load_error().find("layer sizes do not match 1 inputs"), std::string::npos);
+    write("m.json", R"({"mean": [0], "scale": [1], "layers": [{"weight": [[1]], "bias": [0)");
+    EXPECT_NE(load_error().find("not a valid dense model"), std::string::npos);
+    write("manifest.json", R"({"format": "prenet-predictors", "version": 1})");
+    EXPECT_NE(load_error().find("missing or has malformed fields"), std::string::npos);
+}
+
+}  // namespace

@@ -10,8 +10,9 @@ from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
-# Data files shipped inside the package (prenet/data/...), taken from the repository's data/ folder.
-PACKAGE_DATA = ["gpus.csv"]
+# Data shipped inside the package (prenet/data/...), taken from the repository's data/ folder: the catalog and
+# the predictor bundles.
+PACKAGE_DATA = ["gpus.csv", "predictors"]
 
 
 class CMakeExtension(Extension):
@@ -51,7 +52,11 @@ class BuildPyWithData(build_py):
         target = Path(self.build_lib) / "prenet" / "data"
         target.mkdir(parents=True, exist_ok=True)
         for name in PACKAGE_DATA:
-            shutil.copy2(ROOT / "data" / name, target / name)
+            source = ROOT / "data" / name
+            if source.is_dir():
+                shutil.copytree(source, target / name, dirs_exist_ok=True)
+            elif source.exists():
+                shutil.copy2(source, target / name)
 
 
 setup(

@@ -87,29 +87,33 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1, help="configurations differ from the data set's (seed 0)")
+    parser.add_argument("--max-flops", type=float, default=2e8,
+                        help="forward-FLOP cap per configuration, so that the Python loop's 60 steps stay short")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    configs = [(KINDS[i % len(KINDS)], sample_config(KINDS[i % len(KINDS)], i, seed=args.seed))
-               for i in range(args.configs)]
+    configs = [(KINDS[i % len(KINDS)], sample_config(KINDS[i % len(KINDS)], i, seed=args.seed,
+                                                     max_flops=args.max_flops)) for i in range(args.configs)]
     results = {}
     harness = Harness("cpu", threads=1)
     try:
         for name, run in (("native harness", lambda k, c, i: harness.time(i, k, c, 600)["train_step_ms"]),
                           ("PreNeT-style Python loop", lambda k, c, i: prenet_loop_ms(k, c))):
             passes, seconds = [], []
-            for _ in range(2):
+            for repeat in range(2):
                 start = time.monotonic()
                 passes.append([run(kind, config, i) for i, (kind, config) in enumerate(configs)])
                 seconds.append(time.monotonic() - start)
+                print(f"{name}, pass {repeat + 1}: {seconds[-1]:.0f} s", flush=True)
             diffs = [relative_difference(a, b) for a, b in zip(*passes)]
             results[name] = dict(per_minute=60 * len(configs) / statistics.mean(seconds),
                                  median_diff=statistics.median(diffs),
                                  p90_diff=statistics.quantiles(diffs, n=10)[-1], seconds=sum(seconds))
     finally:
         harness.stop()
-    lines = [f"Training-step timing of {len(configs)} configurations ({', '.join(KINDS)}; seed {args.seed}), "
-             f"each measured twice, one thread, {time.strftime('%Y-%m-%d')}, "
-             f"`.venv/bin/python bench/harness_vs_python_loop.py --configs {args.configs}`", "",
+    lines = [f"Training-step timing of {len(configs)} configurations ({', '.join(KINDS)}; seed {args.seed}, "
+             f"forward FLOPs <= {args.max_flops:g}), each measured twice, one thread, {time.strftime('%Y-%m-%d')}, "
+             f"`.venv/bin/python bench/harness_vs_python_loop.py --configs {args.configs} "
+             f"--max-flops {args.max_flops:g}`", "",
              "| method | configurations / min | repeatability: median rel. diff | 90th pct rel. diff | total s |",
              "| --- | --- | --- | --- | --- |"]
     for name, r in results.items():

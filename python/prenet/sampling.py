@@ -126,11 +126,13 @@ def _native_kinds():
     return layer_kinds()
 
 
-def sample_config(kind, index, seed=0, device="cpu"):
-    """The configuration number `index` of `kind`: the same for the same (seed, kind, index, device)."""
+def sample_config(kind, index, seed=0, device="cpu", max_flops=None):
+    """The configuration number `index` of `kind`: the same for the same (seed, kind, index, device, max_flops).
+    `max_flops` lowers the device's forward-FLOP budget."""
     if kind not in SAMPLERS:
         raise ValueError(f"unknown harness kind '{kind}'; known: {', '.join(SAMPLERS)}")
-    max_flops, max_elements = BUDGETS["cuda" if device.startswith("cuda") else "cpu"]
+    device_flops, max_elements = BUDGETS["cuda" if device.startswith("cuda") else "cpu"]
+    max_flops = min(device_flops, max_flops or device_flops)
     rng = random.Random(f"{seed}:{kind}:{index}")
     for _ in range(1000):
         config = SAMPLERS[kind](rng)

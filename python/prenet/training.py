@@ -1,0 +1,231 @@
+"""Fitting per-kind layer-time predictors: the PreNeT paper's feature sets and model families, our own
+features and target, an 80/10/10 split by configuration, selection on validation, export to a native bundle.
+
+Model inputs are built by the native core (`_core.model_inputs`), the very code the native predictors use, so
+training and inference cannot disagree on a feature.
+"""
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ._native import core
+from .catalog import native_catalog
+
+# Hardware features of the paper's Table 1 (the GPU model enters as one-hot indicators "gpu=<name>").
+PAPER_HARDWARE = ["gpu_memory_bandwidth_gbs", "gpu_boost_clock_mhz", "gpu_cuda_cores", "gpu_memory_gb"]
+# Model families: the paper's five (gradient boosting with scikit-learn's default hyper-parameters, run by
+# xgboost so that it exports) ; all evaluate natively.
+FAMILIES = ("linear", "random_forest", "gradient_boosting", "xgboost", "mlp")
+
+
+def _kind_spec(kind):
+    return next(k for k in core().layer_kinds() if k["name"] == kind)
+
+
+def feature_sets(kind, gpus):
+    """Input names of each feature set for `kind`: the paper's ablation (Baseline, +CO, +CO+CM, +CO+CM+CT) and
+    ours (adds exact FLOPs, bytes and roofline bounds, and the peak rate)."""
+    spec = _kind_spec(kind)
+    layer = [p["name"] for p in spec["parameters"]] + spec["derived_features"]
+    baseline = layer + PAPER_HARDWARE + [f"gpu={g}" for g in sorted(gpus)]
+    co = baseline + ["co"]
+    cocm = co + ["mem_weights", "mem_input", "mem_output"]
+    cocmct = cocm + ["ct_ms"]
+    ours = layer + ["co", "mem_weights", "mem_input", "mem_output", "forward_flops", "forward_bytes",
+                    "forward_roofline_ms", "gpu_fp32_tflops", "gpu_memory_bandwidth_gbs", "gpu_sm_count",
+                    "gpu_l2_cache_mb", "gpu_boost_clock_mhz"]
+    return {"baseline": baseline, "co": co, "cocm": cocm, "cocmct": cocmct, "ours": ours}
+
+
+# Target of each feature set: the paper's predict time (we use its log, for every set, as trees and MLPs
+# fit multiplicative structure better); ours predicts the log of time over the roofline bound.
+TARGETS = {"baseline": "log_ms", "co": "log_ms", "cocm": "log_ms", "cocmct": "log_ms",
+           "ours": "log_ms_over:forward_roofline_ms"}
+
+
+def model_inputs(kind, frame, names, optimizer_column=None):
+    """Input matrix of `names` for every row of `frame` (configuration columns, `gpu`)."""
+    keys = [p["name"] for p in _kind_spec(kind)["parameters"] if p["name"] in frame]
+    out = np.empty((len(frame), len(names)))
+    groups = frame.groupby(["gpu"] + ([optimizer_column] if optimizer_column else []), sort=False).indices
+    for group, rows in groups.items():
+        gpu = group[0] if isinstance(group, tuple) else group
+        optimizer = group[1] if optimizer_column else "sgd"
+        configs = frame.iloc[rows][keys].astype("int64").to_dict("records")
+        out[rows] = core().model_inputs(names, kind, configs, native_catalog(), gpu, optimizer)
+    return out
+
+
+def target_values(kind, frame, target, ms_column):
+    ms = frame[ms_column].to_numpy(float)
+    if target == "log_ms":
+        return np.log(ms)
+    base = model_inputs(kind, frame, [target.split(":", 1)[1]])[:, 0]
+    return np.log(ms / base)
+
+
+def to_ms(kind, frame, target, raw):
+    if target == "log_ms":
+        return np.exp(raw)
+    return np.exp(raw) * model_inputs(kind, frame, [target.split(":", 1)[1]])[:, 0]
+
+
+def split_by_configuration(frame, config_columns, seed=0):
+    """'train' / 'validation' / 'test' per row, 80/10/10 over distinct configurations (a configuration measured
+    on several devices lands in one part)."""
+    keys = frame[config_columns].astype(str).agg("|".join, axis=1)
+    unique = np.array(sorted(keys.unique()))
+    order = np.random.default_rng(seed).permutation(len(unique))
+    part = np.empty(len(unique), dtype=object)
+    cut_train, cut_val = int(0.8 * len(unique)), int(0.9 * len(unique))
+    part[order[:cut_train]], part[order[cut_train:cut_val]], part[order[cut_val:]] = "train", "validation", "test"
+    return keys.map(dict(zip(unique, part))).to_numpy()
+
+
+class MlpRegressor:
+    """The paper's MLP: hidden layers 32-64-128-128-128-128 with ReLU, dropout 0.2 before the output; Adam,
+    learning rate 1e-3, batch 128 (the paper trains 300 epochs)."""
+
+    HIDDEN = (32, 64, 128, 128, 128, 128)
+
+    def __init__(self, epochs=300, seed=0):
+        self.epochs, self.seed = epochs, seed
+
+    def fit(self, x, y):
+        import torch
+
+        torch.manual_seed(self.seed)
+        self.mean, self.scale = x.mean(0), np.where(x.std(0) > 0, x.std(0), 1.0)
+        self.y_mean, self.y_scale = float(y.mean()), float(y.std() or 1.0)
+        layers, width = [], x.shape[1]
+        for hidden in self.HIDDEN:
+            layers += [torch.nn.Linear(width, hidden), torch.nn.ReLU()]
+            width = hidden
+        self.net = torch.nn.Sequential(*layers, torch.nn.Dropout(0.2), torch.nn.Linear(width, 1))
+        xs = torch.tensor((x - self.mean) / self.scale, dtype=torch.float32)
+        ys = torch.tensor((y - self.y_mean) / self.y_scale, dtype=torch.float32)[:, None]
+        optimizer = torch.optim.Adam(self.net.parameters(), lr=1e-3)
+        generator = torch.Generator().manual_seed(self.seed)
+        for _ in range(self.epochs):
+            for batch in torch.randperm(len(xs), generator=generator).split(128):
+                optimizer.zero_grad()
+                torch.nn.functional.mse_loss(self.net(xs[batch]), ys[batch]).backward()
+                optimizer.step()
+        self.net.eval()
+        return self
+
+    def predict(self, x):
+        import torch
+
+        with torch.no_grad():
+            out = self.net(torch.tensor((x - self.mean) / self.scale, dtype=torch.float32))[:, 0].double().numpy()
+        return out * self.y_scale + self.y_mean
+
+    def export(self):
+        """Weights in the native dense format, the output de-standardisation folded into the last layer."""
+        linears = [m for m in self.net if hasattr(m, "weight")]
+        layers = [{"weight": m.weight.detach().double().numpy().tolist(), "bias": m.bias.detach().double().numpy().tolist()}
+                  for m in linears]
+        last = layers[-1]
+        last["weight"] = (np.array(last["weight"]) * self.y_scale).tolist()
+        last["bias"] = (np.array(last["bias"]) * self.y_scale + self.y_mean).tolist()
+        return {"mean": self.mean.tolist(), "scale": self.scale.tolist(), "layers": layers}
+
+
+class LinearModel:
+    def fit(self, x, y):
+        from sklearn.linear_model import LinearRegression
+
+        self.mean, self.scale = x.mean(0), np.where(x.std(0) > 0, x.std(0), 1.0)
+        self.model = LinearRegression().fit((x - self.mean) / self.scale, y)
+        return self
+
+    def predict(self, x):
+        return self.model.predict((x - self.mean) / self.scale)
+
+    def export(self):
+        return {"mean": self.mean.tolist(), "scale": self.scale.tolist(),
+                "layers": [{"weight": [self.model.coef_.tolist()], "bias": [float(self.model.intercept_)]}]}
+
+
+def make_model(family, mlp_epochs=300, seed=0, trees=None):
+    """A model of `family`; `trees` overrides the tree count of the tree families (for quick fits)."""
+    import xgboost
+
+    if family == "linear":
+        return LinearModel()
+    if family == "mlp":
+        return MlpRegressor(epochs=mlp_epochs, seed=seed)
+    if family == "random_forest":
+        return xgboost.XGBRFRegressor(n_estimators=trees or 100, max_depth=12, subsample=0.8, colsample_bynode=0.8,
+                                      random_state=seed, n_jobs=2, tree_method="hist")
+    if family == "gradient_boosting":  # scikit-learn's GradientBoostingRegressor defaults
+        return xgboost.XGBRegressor(n_estimators=trees or 100, max_depth=3, learning_rate=0.1, random_state=seed, n_jobs=2, tree_method="hist")
+    if family == "xgboost":
+        return xgboost.XGBRegressor(n_estimators=trees or 600, max_depth=8, learning_rate=0.05, subsample=0.8,
+                                    colsample_bytree=0.8, random_state=seed, n_jobs=2, tree_method="hist")
+    raise ValueError(f"unknown model family '{family}'; known: {', '.join(FAMILIES)}")
+
+
+def scores(measured_ms, predicted_ms):
+    """RMSE in ms (the paper's metric), median and 90th percentile relative error."""
+    error = np.abs(predicted_ms - measured_ms) / measured_ms
+    return {"rmse_ms": float(np.sqrt(np.mean((predicted_ms - measured_ms) ** 2))),
+            "median_rel": float(np.median(error)), "p90_rel": float(np.quantile(error, 0.9)), "n": int(len(error))}
+
+
+def fit_kind(kind, frame, ms_column="forward_ms", families=FAMILIES, sets=None, mlp_epochs=300, seed=0,
+             optimizer_column=None, trees=None):
+    """Fits every (feature set, family) on the training part; returns a list of result dicts with validation and
+    test scores and the fitted models."""
+    spec = _kind_spec(kind)
+    config_columns = [p["name"] for p in spec["parameters"] if p["name"] in frame]
+    part = split_by_configuration(frame, config_columns + ([optimizer_column] if optimizer_column else []), seed)
+    results = []
+    for set_name, names in feature_sets(kind, frame["gpu"].unique()).items():
+        if sets and set_name not in sets:
+            continue
+        target = TARGETS[set_name]
+        x = model_inputs(kind, frame, names, optimizer_column)
+        y = target_values(kind, frame, target, ms_column)
+        for family in families:
+            started = time.monotonic()
+            model = make_model(family, mlp_epochs, seed, trees).fit(x[part == "train"], y[part == "train"])
+            result = {"kind": kind, "feature_set": set_name, "family": family, "features": names, "target": target,
+                      "model": model, "fit_s": time.monotonic() - started}
+            for which in ("validation", "test"):
+                rows = part == which
+                predicted = to_ms(kind, frame[rows], target, model.predict(x[rows]))
+                result[which] = scores(frame.loc[rows, ms_column].to_numpy(float), predicted)
+            results.append(result)
+    return results
+
+
+def best_on_validation(results):
+    """The result with the lowest validation median relative error."""
+    return min(results, key=lambda r: r["validation"]["median_rel"])
+
+
+def export_bundle(folder, chosen, mode, provenance):
+    """Writes a native bundle: manifest.json plus one model file per chosen (kind) result."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for result in chosen:
+        name = f"{result['kind']}-{mode}-{result['family']}.json"
+        model = result["model"]
+        if result["family"] in ("linear", "mlp"):
+            (folder / name).write_text(json.dumps(model.export()))
+        else:
+            model.get_booster().save_model(str(folder / name))
+        entries.append({"kind": result["kind"], "mode": mode, "family": result["family"], "file": name,
+                        "features": result["features"], "target": result["target"],
+                        "feature_set": result["feature_set"], "scores": {"validation": result["validation"],
+                                                                          "test": result["test"]}})
+    manifest = {"format": "prenet-predictors", "version": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "fitted_on": provenance, "predictors": entries}
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    return folder

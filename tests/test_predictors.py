@@ -1,0 +1,83 @@
+"""Training of per-kind predictors and their native evaluation: the native path must agree with Python."""
+import json
+
+import numpy as np
+import pytest
+
+import prenet
+from prenet import training
+from prenet._native import core
+from prenet.catalog import native_catalog
+from prenet.datasets import load_neusight
+
+
+@pytest.fixture(scope="module")
+def layer_norm_rows():
+    return load_neusight()["layer_norm"].sample(900, random_state=0).reset_index(drop=True)
+
+
+def test_neusight_set_maps_to_native_kinds():
+    data = load_neusight()
+    assert {"linear", "bmm", "conv2d", "layer_norm", "softmax", "relu", "gelu", "add"} <= set(data)
+    for kind, frame in data.items():
+        assert frame["forward_ms"].gt(0).all(), kind
+        assert frame["gpu"].nunique() == 5, kind
+
+
+def test_split_is_by_configuration_and_80_10_10(layer_norm_rows):
+    part = training.split_by_configuration(layer_norm_rows, ["batch", "normalized_shape"])
+    keys = layer_norm_rows["batch"].astype(str) + "|" + layer_norm_rows["normalized_shape"].astype(str)
+    assert (keys.groupby(part).nunique().sum()) == keys.nunique(), "no configuration in two parts"
+    shares = {p: (part == p).mean() for p in ("train", "validation", "test")}
+    assert 0.7 < shares["train"] < 0.9 and 0.05 < shares["test"] < 0.15
+
+
+@pytest.mark.parametrize("family", training.FAMILIES)
+def test_native_predictions_agree_with_python(family, layer_norm_rows, tmp_path):
+    results = training.fit_kind("layer_norm", layer_norm_rows, families=[family], sets=["ours"], mlp_epochs=2,
+                               trees=20)
+    result = results[0]
+    assert np.isfinite(result["test"]["rmse_ms"]) and result["test"]["n"] > 0
+    training.export_bundle(tmp_path, [result], "forward", {"data": "test"})
+    bundle = core().PredictorBundle(str(tmp_path))
+    x = training.model_inputs("layer_norm", layer_norm_rows, result["features"])
+    python_ms = training.to_ms("layer_norm", layer_norm_rows, result["target"], result["model"].predict(x))
+    for gpu, rows in layer_norm_rows.groupby("gpu").indices.items():
+        configs = layer_norm_rows.iloc[rows][["batch", "normalized_shape"]].to_dict("records")
+        native_ms = np.array(bundle.predict("layer_norm", "forward", configs, native_catalog(), gpu))
+        np.testing.assert_allclose(native_ms, python_ms[rows], rtol=1e-5)
+
+
+def test_bundle_records_provenance_and_scores(layer_norm_rows, tmp_path):
+    result = training.fit_kind("layer_norm", layer_norm_rows, families=["linear"], sets=["baseline"])[0]
+    training.export_bundle(tmp_path, [result], "forward", {"data": "NeuSight subset"})
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    entry = manifest["predictors"][0]
+    assert manifest["fitted_on"] == {"data": "NeuSight subset"}
+    assert entry["features"] == result["features"] and entry["target"] == "log_ms"
+    assert set(entry["scores"]) == {"validation", "test"}
+
+
+def test_predict_layer_api(tmp_path, layer_norm_rows, monkeypatch):
+    result = training.fit_kind("layer_norm", layer_norm_rows, families=["xgboost"], sets=["ours"], trees=50)[0]
+    training.export_bundle(tmp_path, [result], "forward", {"data": "test"})
+    ms = prenet.predict_layer("layer_norm", gpu="T4", bundle=str(tmp_path), batch=64, normalized_shape=1024)
+    assert 0 < ms < 10
+    with pytest.raises(ValueError, match="no predictor for layer kind 'conv2d'"):
+        prenet.predict_layer("conv2d", gpu="T4", bundle=str(tmp_path), batch=1, in_channels=3, out_channels=8,
+                             kernel_size=3, height=8, width=8)
+    with pytest.raises(ValueError, match="mode must be one of"):
+        prenet.predict_layer("layer_norm", gpu="T4", mode="inference", bundle=str(tmp_path), batch=1,
+                             normalized_shape=8)
+    with pytest.raises(ValueError, match="unknown key 'width'"):
+        prenet.predict_layer("layer_norm", gpu="T4", bundle=str(tmp_path), batch=1, normalized_shape=8, width=3)
+    with pytest.raises(ValueError, match="unknown GPU"):
+        prenet.predict_layer("layer_norm", gpu="T5000", bundle=str(tmp_path), batch=1, normalized_shape=8)
+
+
+def test_corrupt_bundle_is_a_clear_error(tmp_path):
+    (tmp_path / "manifest.json").write_text('{"format": "prenet-predictors", "version": 1, "predictors": [')
+    with pytest.raises(RuntimeError, match="is not valid JSON"):
+        prenet.predict_layer("layer_norm", bundle=str(tmp_path), batch=1, normalized_shape=8)
+    with pytest.raises(FileNotFoundError, match="no predictor bundle"):
+        prenet.predict_layer("layer_norm", bundle=str(tmp_path / "missing"), batch=1, normalized_shape=8)

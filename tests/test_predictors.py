@@ -81,3 +81,19 @@ def test_corrupt_bundle_is_a_clear_error(tmp_path):
         prenet.predict_layer("layer_norm", bundle=str(tmp_path), batch=1, normalized_shape=8)
     with pytest.raises(FileNotFoundError, match="no predictor bundle"):
         prenet.predict_layer("layer_norm", bundle=str(tmp_path / "missing"), batch=1, normalized_shape=8)
+
+
+def test_ablation_table_is_held_out_and_selection_uses_validation(layer_norm_rows):
+    from prenet.fit import tables_markdown
+
+    results = training.fit_kind("layer_norm", layer_norm_rows, families=["linear", "xgboost"],
+                                sets=["baseline", "cocmct", "ours"], trees=20)
+    part = training.split_by_configuration(layer_norm_rows, ["batch", "normalized_shape"])
+    for r in results:
+        assert r["test"]["n"] == (part == "test").sum() and r["validation"]["n"] == (part == "validation").sum()
+        assert all(np.isfinite(v) for v in r["test"].values())
+    chosen = training.best_on_validation(results)
+    assert chosen["validation"]["median_rel"] == min(r["validation"]["median_rel"] for r in results)
+    table = tables_markdown("layer_norm", results, chosen)
+    assert "| family | Baseline | COCMCT | ours | improvement |" in table
+    assert f"Chosen on validation: **{chosen['family']}" in table

@@ -7,6 +7,7 @@ family, fitted on 80% of the configurations; the predictor with the lowest valid
 exported; the tables report the held-out test part.
 """
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -82,9 +83,7 @@ def main(argv=None):
     training.export_bundle(args.out, chosen, "forward", provenance)
     medians = [c["test"]["median_rel"] for c in chosen]
     header = [f"# Per-layer predictors: {args.data}", "",
-              f"`.venv/bin/python -m prenet.fit --data {args.data} --out {args.out} --results {args.results} "
-              f"--mlp-epochs {args.mlp_epochs} --max-rows {args.max_rows}"
-              + (f" --trees {args.trees}" if args.trees else "") + "` "
+              f"`.venv/bin/python -m prenet.fit {' '.join(argv if argv is not None else sys.argv[1:])}` "
               f"({time.strftime('%Y-%m-%d')}, "
               f"{time.monotonic() - started:.0f} s). Median of the per-kind test medians: "
               f"{100 * float(np.median(medians)):.2f}%.", ""]

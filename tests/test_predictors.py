@@ -97,3 +97,19 @@ def test_ablation_table_is_held_out_and_selection_uses_validation(layer_norm_row
     table = tables_markdown("layer_norm", results, chosen)
     assert "| family | Baseline | COCMCT | ours | improvement |" in table
     assert f"Chosen on validation: **{chosen['family']}" in table
+
+
+def test_packaged_bundle_loads_and_predicts_every_kind():
+    """The bundle committed in data/predictors/gpu ships with the package and serves each of its kinds."""
+    bundle = core().PredictorBundle(str(prenet.predictors.PACKAGED_BUNDLE))
+    examples = {"linear": dict(batch=32, seq_len=128, in_features=768, out_features=3072),
+                "conv2d": dict(batch=32, in_channels=64, out_channels=64, kernel_size=3, padding=1, height=56, width=56),
+                "bmm": dict(batch=48, m=128, k=64, n=128), "layer_norm": dict(batch=4096, normalized_shape=768),
+                "softmax": dict(batch=4096, features=128), "relu": dict(batch=64, features=100352),
+                "gelu": dict(batch=4096, features=3072), "add": dict(batch=4096, features=768)}
+    for kind, mode in bundle.available():
+        ms = prenet.predict_layer(kind, gpu="V100", mode=mode, **examples[kind])
+        assert 0.001 < ms < 1000, (kind, ms)
+    v100 = prenet.predict_layer("conv2d", gpu="V100", **examples["conv2d"])
+    p4 = prenet.predict_layer("conv2d", gpu="P4", **examples["conv2d"])
+    assert p4 > v100, "a slower GPU takes longer"

@@ -1,5 +1,4 @@
 """Packaging: import cost and order, the command line."""
-import json
 import subprocess
 import sys
 

@@ -5,7 +5,6 @@ Model inputs are built by the native core (`_core.model_inputs`), the very code 
 training and inference cannot disagree on a feature.
 """
 import json
-import math
 import time
 from pathlib import Path
 

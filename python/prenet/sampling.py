@@ -4,6 +4,7 @@ Sizes are drawn log-uniformly over the ranges of the PreNeT paper's Table 3 and 
 go; every configuration is a pure function of (seed, kind, index), so a resumed collection draws the same ones.
 Configurations whose forward pass would exceed the device's work budget are redrawn.
 """
+import functools
 import math
 import random
 
@@ -105,25 +106,24 @@ SAMPLERS = {
 
 
 def _work(kind, config):
-    """(forward FLOPs, largest tensor in elements) of a configuration, for the budget check."""
+    """(forward FLOPs, largest tensor in elements) of a configuration, for the budget check: native features for
+    the kinds of the native table, the element count for the harness's `activation` kind."""
     from .layers import layer_features
 
-    native = {k["name"] for k in _native_kinds()}
-    if kind in native:
-        keys = {p["name"] for k in _native_kinds() if k["name"] == kind for p in k["parameters"]}
+    keys = _native_keys().get(kind)
+    if keys is not None:
         features = layer_features(kind, **{k: v for k, v in config.items() if k in keys})
         return features["forward_flops"], max(features["mem_input"], features["mem_output"], features["mem_weights"])
-    if kind == "bmm":  # (batch, m, k) x (batch, k, n): one multiply-add per term
-        b, m, k, n = config["batch"], config["m"], config["k"], config["n"]
-        return 2.0 * b * m * k * n, max(b * m * k, b * k * n, b * m * n)
     elements = math.prod(config[key] for key in ("batch", "channels", "height", "width", "features") if key in config)
     return float(elements), elements
 
 
-def _native_kinds():
+@functools.lru_cache(maxsize=None)
+def _native_keys():
+    """Configuration keys of each kind of the native table."""
     from .layers import layer_kinds
 
-    return layer_kinds()
+    return {k["name"]: {p["name"] for p in k["parameters"]} for k in layer_kinds()}
 
 
 def sample_config(kind, index, seed=0, device="cpu", max_flops=None):

@@ -45,6 +45,7 @@ def test_parameter_counts_match_torch(kind):
     config, build = CASES[kind]
     features = prenet.layer_features(kind, gpu="T4", **config)
     assert features["params"] == sum(p.numel() for p in build().parameters())
+    assert features["param_tensors"] == len(list(build().parameters()))
     names = next(k for k in prenet.layer_kinds() if k["name"] == kind)["features"]
     assert list(features) == names
     assert all(math.isfinite(v) and v >= 0 for v in features.values())

@@ -38,7 +38,7 @@ def test_native_predictions_agree_with_python(family, layer_norm_rows, tmp_path)
                                trees=20)
     result = results[0]
     assert np.isfinite(result["test"]["rmse_ms"]) and result["test"]["n"] > 0
-    training.export_bundle(tmp_path, [result], "forward", {"data": "test"})
+    training.export_bundle(tmp_path, [result], {"data": "test"})
     bundle = core().PredictorBundle(str(tmp_path))
     x = training.model_inputs("layer_norm", layer_norm_rows, result["features"])
     python_ms = training.to_ms("layer_norm", layer_norm_rows, result["target"], result["model"].predict(x))
@@ -50,7 +50,7 @@ def test_native_predictions_agree_with_python(family, layer_norm_rows, tmp_path)
 
 def test_bundle_records_provenance_and_scores(layer_norm_rows, tmp_path):
     result = training.fit_kind("layer_norm", layer_norm_rows, families=["linear"], sets=["baseline"])[0]
-    training.export_bundle(tmp_path, [result], "forward", {"data": "NeuSight subset"})
+    training.export_bundle(tmp_path, [result], {"data": "NeuSight subset"})
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     entry = manifest["predictors"][0]
     assert manifest["fitted_on"] == {"data": "NeuSight subset"}
@@ -60,12 +60,14 @@ def test_bundle_records_provenance_and_scores(layer_norm_rows, tmp_path):
 
 def test_predict_layer_api(tmp_path, layer_norm_rows, monkeypatch):
     result = training.fit_kind("layer_norm", layer_norm_rows, families=["xgboost"], sets=["ours"], trees=50)[0]
-    training.export_bundle(tmp_path, [result], "forward", {"data": "test"})
+    training.export_bundle(tmp_path, [result], {"data": "test"})
     ms = prenet.predict_layer("layer_norm", gpu="T4", bundle=str(tmp_path), batch=64, normalized_shape=1024)
     assert 0 < ms < 10
-    with pytest.raises(ValueError, match="no predictor for layer kind 'conv2d'"):
-        prenet.predict_layer("conv2d", gpu="T4", bundle=str(tmp_path), batch=1, in_channels=3, out_channels=8,
-                             kernel_size=3, height=8, width=8)
+    # A kind the bundle lacks is bounded by its roofline, and says so.
+    conv = dict(batch=1, in_channels=3, out_channels=8, kernel_size=3, height=8, width=8)
+    times = prenet.layer_time("conv2d", gpu="T4", bundle=str(tmp_path), **conv)
+    assert times["forward_basis"] == "roofline"
+    assert times["forward_ms"] == pytest.approx(prenet.layer_features("conv2d", gpu="T4", **conv)["forward_roofline_ms"])
     with pytest.raises(ValueError, match="mode must be one of"):
         prenet.predict_layer("layer_norm", gpu="T4", mode="inference", bundle=str(tmp_path), batch=1,
                              normalized_shape=8)
@@ -94,7 +96,7 @@ def test_ablation_table_is_held_out_and_selection_uses_validation(layer_norm_row
         assert all(np.isfinite(v) for v in r["test"].values())
     chosen = training.best_on_validation(results)
     assert chosen["validation"]["median_rel"] == min(r["validation"]["median_rel"] for r in results)
-    table = tables_markdown("layer_norm", results, chosen)
+    table = tables_markdown("layer_norm", "forward", results, chosen)
     assert "| family | Baseline | COCMCT | ours | improvement |" in table
     assert f"Chosen on validation: **{chosen['family']}" in table
 
@@ -113,3 +115,57 @@ def test_packaged_bundle_loads_and_predicts_every_kind():
     v100 = prenet.predict_layer("conv2d", gpu="V100", **examples["conv2d"])
     p4 = prenet.predict_layer("conv2d", gpu="P4", **examples["conv2d"])
     assert p4 > v100, "a slower GPU takes longer"
+
+
+EXAMPLES = {"linear": dict(batch=32, seq_len=128, in_features=768, out_features=3072),
+            "conv2d": dict(batch=32, in_channels=64, out_channels=64, kernel_size=3, padding=1, height=56, width=56),
+            "rnn": dict(batch=32, seq_len=35, input_size=256, hidden_size=256),
+            "lstm": dict(batch=32, seq_len=35, input_size=256, hidden_size=512, num_layers=2),
+            "gru": dict(batch=32, seq_len=35, input_size=256, hidden_size=512, bidirectional=1),
+            "multihead_attention": dict(batch=16, seq_len=128, embed_dim=768, num_heads=12),
+            "embedding": dict(batch=16, seq_len=128, num_embeddings=30522, embedding_dim=768),
+            "layer_norm": dict(batch=4096, normalized_shape=768),
+            "batchnorm2d": dict(batch=32, channels=64, height=56, width=56),
+            "maxpool2d": dict(batch=32, channels=64, height=112, width=112, kernel_size=3, stride=2, padding=1),
+            "avgpool2d": dict(batch=32, channels=512, height=7, width=7, kernel_size=7, stride=7),
+            "bmm": dict(batch=48, m=128, k=64, n=128), "softmax": dict(batch=4096, features=128),
+            **{op: dict(batch=64, features=100352) for op in ("relu", "gelu", "tanh", "sigmoid", "silu", "add")}}
+
+
+def test_every_kind_has_a_training_step_time_on_a_gpu():
+    """Forward from the GPU predictors (or kernels they cover), backward and optimizer composed: every kind of
+    the table gets a finite time with its basis, and nothing falls back to a bare roofline."""
+    assert set(EXAMPLES) == {k["name"] for k in prenet.layer_kinds()}
+    for kind, config in EXAMPLES.items():
+        t = prenet.layer_time(kind, gpu="V100", optimizer="adam", **config)
+        assert 0 < t["forward_ms"] < 1000 and 0 <= t["backward_ms"] < 1000 and 0 <= t["optimizer_ms"] < 100, (kind, t)
+        assert "roofline" not in (t["forward_basis"], t["backward_basis"], t["optimizer_basis"]), (kind, t)
+        params = prenet.layer_features(kind, gpu="V100", **config)["params"]
+        assert (t["optimizer_ms"] > 0) == (params > 0), kind
+        train = prenet.predict_layer(kind, gpu="V100", mode="train", optimizer="adam", **config)
+        assert train == pytest.approx(t["forward_ms"] + t["backward_ms"] + t["optimizer_ms"])
+
+
+V100 = "Tesla V100-PCIE-16GB"
+
+
+def test_linear_backward_is_its_two_gradient_products():
+    """dX = dY W and dW = dY^T X, each predicted as a linear layer of the transposed shape (no bias)."""
+    bundle = core().PredictorBundle(str(prenet.predictors.PACKAGED_BUNDLE))
+    dx = bundle.predict("linear", "forward", [dict(batch=32, seq_len=128, in_features=3072, out_features=768, bias=0)],
+                        native_catalog(), V100)[0]
+    dw = bundle.predict("linear", "forward", [dict(batch=1, seq_len=3072, in_features=4096, out_features=768, bias=0)],
+                        native_catalog(), V100)[0]
+    db = bundle.predict("add", "forward", [dict(batch=4096, features=3072)], native_catalog(), V100)[0]
+    t = prenet.layer_time("linear", gpu="V100", **EXAMPLES["linear"])
+    assert t["backward_basis"] == "kernels"
+    assert t["backward_ms"] == pytest.approx(dx + dw + db / 3, rel=1e-9)
+
+
+def test_optimizers_cost_by_their_traffic_and_unknown_ones_are_named():
+    config = EXAMPLES["linear"]
+    times = {o["name"]: prenet.layer_time("linear", gpu="A100", optimizer=o["name"], **config)["optimizer_ms"]
+             for o in core().optimizers()}
+    assert times["sgd"] < times["sgd_momentum"] < times["adam"] < times["adamw"]
+    with pytest.raises(ValueError, match="unknown optimizer 'lion'; known optimizers: sgd"):
+        prenet.predict_layer("linear", gpu="A100", mode="train", optimizer="lion", **config)

@@ -5,6 +5,7 @@
 #include "prenet/features.hpp"
 #include "prenet/gpu_catalog.hpp"
 #include "prenet/layer_kind.hpp"
+#include "prenet/optimizer.hpp"
 
 namespace py = pybind11;
 
@@ -79,6 +80,19 @@ PYBIND11_MODULE(_core, m) {
         for (const auto& kind : prenet::layer_kinds()) kinds.append(kind_to_dict(kind));
         return kinds;
     }, "The table of layer kinds with their parameters and feature names");
+
+    m.def("optimizers", [] {
+        py::list out;
+        for (const auto& o : prenet::optimizers()) {
+            py::dict d;
+            d["name"] = o.name;
+            d["description"] = o.description;
+            d["element_passes"] = o.element_passes;
+            d["kernels_per_tensor"] = o.kernels_per_tensor;
+            out.append(d);
+        }
+        return out;
+    }, "The optimizers of a training step with the traffic of their update");
 
     m.def("layer_features",
           [](const std::string& kind, const std::map<std::string, std::int64_t>& config,

@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "prenet/layer_time.hpp"
 #include "prenet/predictor_bundle.hpp"
 
 namespace py = pybind11;
@@ -44,5 +45,27 @@ void bind_predictor(py::module_& m) {
                  return b.predict_ms(kind, mode, configure_all(kind, configs), catalog.find(gpu), optimizer);
              },
              py::arg("kind"), py::arg("mode"), py::arg("configs"), py::arg("catalog"), py::arg("gpu"),
-             py::arg("optimizer") = "sgd", "Milliseconds per configuration");
+             py::arg("optimizer") = "sgd", "Milliseconds per configuration")
+        .def("has", &prenet::PredictorBundle::has, py::arg("kind"), py::arg("mode"))
+        .def("estimate",
+             [](const prenet::PredictorBundle& b, const std::string& kind,
+                const std::vector<std::map<std::string, std::int64_t>>& configs, const prenet::GpuCatalog& catalog,
+                const std::string& gpu, const std::string& optimizer) {
+                 std::vector<py::dict> rows;
+                 for (const auto& t : prenet::estimate_layer_times(b, configure_all(kind, configs), catalog.find(gpu),
+                                                                   optimizer)) {
+                     py::dict row;
+                     row["forward_ms"] = t.forward_ms;
+                     row["backward_ms"] = t.backward_ms;
+                     row["optimizer_ms"] = t.optimizer_ms;
+                     row["forward_basis"] = prenet::to_string(t.forward_basis);
+                     row["backward_basis"] = prenet::to_string(t.backward_basis);
+                     row["optimizer_basis"] = prenet::to_string(t.optimizer_basis);
+                     rows.push_back(row);
+                 }
+                 return rows;
+             },
+             py::arg("kind"), py::arg("configs"), py::arg("catalog"), py::arg("gpu"), py::arg("optimizer") = "sgd",
+             "Forward, backward and optimizer milliseconds per configuration, with how each was obtained "
+             "(predicted, kernels, roofline)");
 }

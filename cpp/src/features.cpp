@@ -9,18 +9,18 @@ namespace {
 // Features shared by every kind, after the kind's own parameters and derived features.
 const std::vector<std::string> kCommonFeatures = {
     "co", "mem_weights", "mem_input", "mem_output", "ct_ms",
-    "params", "forward_flops", "backward_flops", "forward_bytes", "backward_bytes",
+    "params", "param_tensors", "forward_flops", "backward_flops", "forward_bytes", "backward_bytes",
     "forward_roofline_ms", "train_roofline_ms",
     "gpu_fp32_tflops", "gpu_memory_bandwidth_gbs", "gpu_boost_clock_mhz", "gpu_cuda_cores",
     "gpu_sm_count", "gpu_memory_gb", "gpu_l2_cache_mb",
 };
 
+}  // namespace
+
 // Roofline bound (Williams et al., 2009): the slower of compute at peak rate and traffic at peak bandwidth, in ms.
 double roofline_ms(double flops, double bytes, const GpuSpec& gpu) {
     return 1e3 * std::max(flops / (gpu.fp32_tflops * 1e12), bytes / (gpu.memory_bandwidth_gbs * 1e9));
 }
-
-}  // namespace
 
 std::vector<std::string> feature_names(const LayerKind& kind) {
     std::vector<std::string> names;
@@ -41,7 +41,7 @@ FeatureVector layer_features(const LayerConfig& config, const GpuSpec& gpu, doub
     values.insert(values.end(), {
         c.paper_operations, c.memory_weights, c.memory_input, c.memory_output,
         1e3 * c.paper_operations / (gpu.fp32_tflops * 1e12),  // PreNeT eq. 9: CT = CO / GFLOPS(D), in ms
-        c.parameters, c.forward_flops, c.backward_flops, c.forward_bytes, c.backward_bytes,
+        c.parameters, c.parameter_tensors, c.forward_flops, c.backward_flops, c.forward_bytes, c.backward_bytes,
         roofline_ms(c.forward_flops, c.forward_bytes, gpu),
         roofline_ms(c.forward_flops, c.forward_bytes, gpu) + roofline_ms(c.backward_flops, c.backward_bytes, gpu),
         gpu.fp32_tflops, gpu.memory_bandwidth_gbs, gpu.boost_clock_mhz, static_cast<double>(gpu.cuda_cores),

@@ -6,6 +6,7 @@ from ._version import __version__
 from .catalog import find_gpu, gpus
 from .layers import layer_features, layer_kinds
 from .model_features import model_features
-from .predictors import predict_layer
+from .predictors import layer_time, predict_layer
 
-__all__ = ["__version__", "find_gpu", "gpus", "layer_features", "layer_kinds", "model_features", "predict_layer"]
+__all__ = ["__version__", "find_gpu", "gpus", "layer_features", "layer_kinds", "layer_time", "model_features",
+           "predict_layer"]

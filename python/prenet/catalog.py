@@ -1,12 +1,14 @@
-"""The hardware catalog (data/gpus.csv): GPU specifications from datasheets, looked up by any common name."""
+"""The hardware catalog: GPU specifications from datasheets (data/gpus.csv), looked up by any common name, and
+the host CPUs our own layer data was measured on (data/hosts.csv, same columns)."""
 import functools
 import os
 from pathlib import Path
 
 from ._native import core
 
-# The catalog shipped with the package; PRENET_GPU_CATALOG points to another file of the same format.
+# The catalogs shipped with the package; PRENET_GPU_CATALOG points to another GPU file of the same format.
 PACKAGED_CATALOG = Path(__file__).resolve().parent / "data" / "gpus.csv"
+PACKAGED_HOSTS = Path(__file__).resolve().parent / "data" / "hosts.csv"
 
 
 def catalog_path():
@@ -16,13 +18,18 @@ def catalog_path():
 @functools.lru_cache(maxsize=4)
 def _load(path):
     if not Path(path).is_file():
-        raise FileNotFoundError(f"GPU catalog not found at {path}; reinstall prenet or set PRENET_GPU_CATALOG")
+        raise FileNotFoundError(f"hardware catalog not found at {path}; reinstall prenet or set PRENET_GPU_CATALOG")
     return core().GpuCatalog(str(path))
 
 
 def native_catalog():
-    """The loaded native catalog object (cached per path)."""
+    """The loaded native GPU catalog object (cached per path)."""
     return _load(str(catalog_path()))
+
+
+def host_catalog():
+    """The native catalog of measured host CPUs."""
+    return _load(str(PACKAGED_HOSTS))
 
 
 def find_gpu(name):
@@ -31,6 +38,18 @@ def find_gpu(name):
     if not isinstance(name, str):
         raise TypeError(f"gpu must be a string such as 'V100', got {type(name).__name__}")
     return native_catalog().find(name)
+
+
+def device_catalog(name):
+    """(native catalog, canonical name) of a GPU, or of a measured host CPU ("cpu")."""
+    try:
+        return native_catalog(), find_gpu(name)["name"]
+    except ValueError as gpu_error:
+        try:
+            return host_catalog(), host_catalog().find(name)["name"]
+        except ValueError:
+            hosts = ", ".join(repr(row["name"]) for row in host_catalog().rows())
+            raise ValueError(f"{gpu_error} (host CPUs: 'cpu' = {hosts})") from None
 
 
 def gpus():

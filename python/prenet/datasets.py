@@ -1,5 +1,6 @@
 """Layer timing data sets as tables the predictors learn from: one row per measured configuration with the
-native kind's configuration keys, the device, the optimizer and the measured milliseconds.
+native kind's configuration keys, the device (`gpu`: a catalog name), the optimizer and the measured
+milliseconds of each mode (`forward_ms`; on our CPU set also `backward_ms`, `optimizer_ms`, `train_ms`).
 
 - the GPU operator set of NeuSight (forward only, five GPUs), read from ../shared/data/neusight, never copied;
 - our CPU set (data/cpu, forward and training step), measured by prenet collect.
@@ -56,3 +57,55 @@ def load_neusight(folder=None):
         frame["forward_ms"] = raw["Latency"].astype(float)
         tables.setdefault(kind, []).append(frame)
     return {kind: pd.concat(frames, ignore_index=True) for kind, frames in tables.items()}
+
+
+# Timing columns of our CPU set (data/cpu, see data/README.md) -> the mode each one measures.
+CPU_MODES = {"forward_ms": "forward_ms", "train_backward_ms": "backward_ms", "train_optimizer_ms": "optimizer_ms",
+             "train_step_ms": "train_ms"}
+
+
+def cpu_folder():
+    """data/cpu of the repository (PRENET_CPU_DATA overrides; an installed package looks in ./data/cpu)."""
+    default = Path(__file__).resolve().parents[2] / "data" / "cpu"
+    if not default.exists():
+        default = Path.cwd() / "data" / "cpu"
+    return Path(os.environ.get("PRENET_CPU_DATA", default))
+
+
+def load_cpu(folder=None):
+    """{native kind: DataFrame} of our CPU set: successful rows only, configuration keys, `gpu` (the host's
+    catalog name), `optimizer` and one column per mode. The harness's `activation` rows become the native
+    activation kinds (relu, gelu, tanh, sigmoid, silu); `linear` keeps its rows without a fused activation
+    (those with one are a linear plus an activation kernel, which the native table times separately)."""
+    import pandas as pd
+
+    from ._native import core
+    from .catalog import host_catalog
+
+    folder = Path(folder) if folder else cpu_folder()
+    files = sorted(folder.glob("*.csv"))
+    if not files:
+        raise FileNotFoundError(f"no CPU layer data (<kind>.csv) in {folder}; collect it with `prenet collect` "
+                                "or set PRENET_CPU_DATA")
+    specs = {k["name"]: [p["name"] for p in k["parameters"]] for k in core().layer_kinds()}
+    tables = {}
+    for path in files:
+        raw = pd.read_csv(path, low_memory=False)
+        raw = raw[raw["status"] == "ok"]
+        if path.stem == "activation":
+            groups = {op: rows for op, rows in raw.groupby("op")}
+        elif path.stem == "linear":
+            groups = {"linear": raw[raw["activation"].fillna("none") == "none"]}
+        else:
+            groups = {path.stem: raw}
+        for kind, rows in groups.items():
+            if kind not in specs:
+                raise ValueError(f"{path}: '{kind}' is not a native layer kind ({', '.join(specs)})")
+            keys = [key for key in specs[kind] if key in rows and rows[key].notna().all()]
+            frame = rows[keys].astype("int64").reset_index(drop=True)
+            frame["gpu"] = [host_catalog().find(name)["name"] for name in rows["device_name"]]
+            frame["optimizer"] = rows["optimizer"].to_numpy()
+            for column, mode in CPU_MODES.items():
+                frame[mode] = rows[column].to_numpy(float)
+            tables[kind] = frame
+    return tables

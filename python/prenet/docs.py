@@ -9,6 +9,7 @@ COMMON_FEATURES = {
     "mem_output": "output memory in elements (PreNeT eq. 12)",
     "ct_ms": "computational time CT = CO / peak FP32 rate, in ms (PreNeT eq. 9)",
     "params": "trainable parameters",
+    "param_tensors": "trainable tensors (weight, bias, ...); the optimizer updates each",
     "forward_flops": "exact floating-point operations of the forward pass",
     "backward_flops": "exact floating-point operations of the input and weight gradients",
     "forward_bytes": "bytes read and written by the forward kernels (fp32)",

@@ -1,12 +1,15 @@
-"""Fits the per-kind predictors, writes the paper-style tables and exports the native bundle.
+"""Fits the per-layer predictors, writes the paper-style tables and exports the native bundle.
 
+    .venv/bin/python -m prenet.fit --data cpu --out data/predictors/cpu --results results/predictors_cpu.md
     .venv/bin/python -m prenet.fit --data neusight --out data/predictors/gpu --results results/predictors_gpu.md
 
-For each kind: every feature set (the paper's Baseline, +CO, +CO+CM, +CO+CM+CT, and ours) with every model
-family, fitted on 80% of the configurations; the predictor with the lowest validation median relative error is
-exported; the tables report the held-out test part.
+For each kind and mode: every feature set (the paper's Baseline, +CO, +CO+CM, +CO+CM+CT, and ours) with every
+model family, fitted on 80% of the configurations; the predictor with the lowest validation median relative
+error is exported; the tables report the held-out test part. Modes outside --ablation-modes fit our feature set
+only (every family), which is all the bundle needs.
 """
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -14,8 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from . import training
+from .paper_tables import PAPER_RMSE, PAPER_SELECTION
 
 SET_TITLES = {"baseline": "Baseline", "co": "CO", "cocm": "COCM", "cocmct": "COCMCT", "ours": "ours"}
+DATA_SETS = ("cpu", "neusight")
 
 
 def _subsample(frame, max_rows, seed=0):
@@ -24,22 +29,42 @@ def _subsample(frame, max_rows, seed=0):
     return frame
 
 
-def tables_markdown(kind, results, chosen):
-    """RMSE (ms) per family x feature set with the paper's improvement column, and the chosen predictor."""
+def load_data(name):
+    """{kind: frame} of a data set and its provenance text."""
+    from . import datasets
+
+    if name == "neusight":
+        return datasets.load_neusight(), f"NeuSight operator latencies (MIT licence), {datasets.neusight_folder()}"
+    if name == "cpu":
+        return datasets.load_cpu(), f"prenet CPU layer timings, {datasets.cpu_folder()}"
+    raise ValueError(f"unknown data set {name!r}; known: {', '.join(DATA_SETS)}")
+
+
+def tables_markdown(kind, mode, results, chosen):
+    """RMSE (ms) per family x feature set with the paper's improvement column, the paper's own figures beside
+    where it published them, and the chosen predictor."""
     sets = list(dict.fromkeys(r["feature_set"] for r in results))
     families = list(dict.fromkeys(r["family"] for r in results))
     cell = {(r["family"], r["feature_set"]): r["test"] for r in results}
-    lines = [f"### {kind}", "", "Test RMSE in ms (median relative error in brackets); improvement = Baseline to "
-             "COCMCT, as the paper's Tables 4 and 5.", "",
-             "| family | " + " | ".join(SET_TITLES[s] for s in sets) + " | improvement |",
-             "| --- |" + " --- |" * (len(sets) + 1)]
+    paper = PAPER_RMSE.get(kind, {})
+    header = "| family | " + " | ".join(SET_TITLES[s] for s in sets) + " | improvement |"
+    if paper:
+        header += " paper Baseline | paper COCMCT | paper improvement |"
+    lines = [f"### {kind}, {mode}", "", "Test RMSE in ms (median relative error in brackets); improvement = Baseline "
+             "to COCMCT, as the paper's Tables 4 and 5" + (" (the paper's figures are on its own GPU data)" if paper
+                                                          else "") + ".", "", header,
+             "| --- |" + " --- |" * (len(sets) + 1 + (3 if paper else 0))]
     for family in families:
         row = [f"{cell[(family, s)]['rmse_ms']:.4g} ({100 * cell[(family, s)]['median_rel']:.1f}%)" for s in sets]
         improvement = ""
         if (family, "baseline") in cell and (family, "cocmct") in cell:
             base, full = cell[(family, "baseline")]["rmse_ms"], cell[(family, "cocmct")]["rmse_ms"]
             improvement = f"{100 * (base - full) / base:.1f}%"
-        lines.append(f"| {family} | " + " | ".join(row) + f" | {improvement} |")
+        line = f"| {family} | " + " | ".join(row) + f" | {improvement} |"
+        if paper:
+            figures = paper.get(family)
+            line += (f" {figures[0]} | {figures[1]} | {figures[2]}% |" if figures else " | | |")
+        lines.append(line)
     t = chosen["test"]
     lines += ["", f"Chosen on validation: **{chosen['family']} on {SET_TITLES[chosen['feature_set']]}** "
               f"(validation median {100 * chosen['validation']['median_rel']:.2f}%); test: median "
@@ -48,12 +73,47 @@ def tables_markdown(kind, results, chosen):
     return "\n".join(lines)
 
 
+def selection_markdown(chosen):
+    """One row per (kind, mode): the chosen predictor, its test errors, and the paper's choice."""
+    lines = ["## Model selection", "", "| kind | mode | chosen (validation) | test median | test p90 | "
+             "meets 5% / 15% | paper's choice |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for c in chosen:
+        t = c["test"]
+        meets = "yes" if t["median_rel"] <= 0.05 and t["p90_rel"] <= 0.15 else "no"
+        lines.append(f"| {c['kind']} | {c['mode']} | {c['family']} on {SET_TITLES[c['feature_set']]} | "
+                     f"{100 * t['median_rel']:.2f}% | {100 * t['p90_rel']:.2f}% | {meets} | "
+                     f"{PAPER_SELECTION.get(c['kind'], '')} |")
+    return "\n".join(lines + [""])
+
+
+def result_record(r):
+    """A result without its model: what the JSON results file keeps."""
+    return {key: r[key] for key in ("kind", "mode", "feature_set", "family", "target", "validation", "test", "fit_s")}
+
+
+def fit_all(data, kinds, modes, families, sets, ablation_modes, mlp_epochs=300, trees=None, max_rows=0):
+    """Yields (kind, mode, results, chosen) for every kind and mode with data."""
+    for kind in kinds:
+        frame = _subsample(data[kind], max_rows)
+        for mode in modes:
+            column = f"{mode}_ms"
+            if column not in frame or not (frame[column].notna() & (frame[column] > 0)).any():
+                continue  # the data set does not time this mode (or the kind has no parameters to update)
+            mode_sets = sets if mode in ablation_modes else ["ours"]
+            results = training.fit_kind(kind, frame, mode=mode, families=families, sets=mode_sets,
+                                        mlp_epochs=mlp_epochs, trees=trees)
+            yield kind, mode, results, training.best_on_validation(results)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", choices=["neusight"], default="neusight")
+    parser.add_argument("--data", choices=DATA_SETS, default="neusight")
     parser.add_argument("--out", required=True, help="bundle folder to write")
-    parser.add_argument("--results", required=True, help="markdown file for the tables")
+    parser.add_argument("--results", required=True, help="markdown file for the tables (a .json beside it)")
     parser.add_argument("--kinds", nargs="*", help="default: every kind in the data")
+    parser.add_argument("--modes", nargs="*", default=list(training.MODES))
+    parser.add_argument("--ablation-modes", nargs="*", default=["forward", "train"],
+                        help="modes that run every feature set (the others: ours only)")
     parser.add_argument("--families", nargs="*", default=list(training.FAMILIES))
     parser.add_argument("--sets", nargs="*", default=list(SET_TITLES))
     parser.add_argument("--mlp-epochs", type=int, default=300)
@@ -61,34 +121,37 @@ def main(argv=None):
     parser.add_argument("--max-rows", type=int, default=0, help="subsample each kind to this many rows (0: all)")
     args = parser.parse_args(argv)
 
-    from .datasets import load_neusight, neusight_folder
-
-    data = load_neusight()
+    data, source = load_data(args.data)
     kinds = args.kinds or sorted(data)
-    sections, chosen = [], []
+    unknown = sorted(set(kinds) - set(data))
+    if unknown:
+        parser.error(f"no data for kinds {unknown}; this set has {sorted(data)}")
+    sections, chosen, records = [], [], []
     started = time.monotonic()
-    for kind in kinds:
-        frame = _subsample(data[kind], args.max_rows)
-        results = training.fit_kind(kind, frame, families=args.families, sets=args.sets, mlp_epochs=args.mlp_epochs,
-                                     trees=args.trees)
-        best = training.best_on_validation(results)
+    for kind, mode, results, best in fit_all(data, kinds, args.modes, args.families, args.sets,
+                                             args.ablation_modes, args.mlp_epochs, args.trees, args.max_rows):
         chosen.append(best)
-        sections.append(tables_markdown(kind, results, best))
-        print(f"{kind}: {best['family']} on {best['feature_set']}, test median {100 * best['test']['median_rel']:.2f}%"
-              f" ({time.monotonic() - started:.0f} s)", flush=True)
-    provenance = {"data": f"NeuSight operator latencies (MIT licence), {neusight_folder()}", "mode": "forward",
+        records += [result_record(r) for r in results]
+        sections.append(tables_markdown(kind, mode, results, best))
+        print(f"{kind} {mode}: {best['family']} on {best['feature_set']}, test median "
+              f"{100 * best['test']['median_rel']:.2f}% ({time.monotonic() - started:.0f} s)", flush=True)
+    provenance = {"data": source, "modes": sorted({c["mode"] for c in chosen}),
                   "devices": sorted({g for k in kinds for g in data[k]["gpu"].unique()}),
                   "rows": {k: int(min(len(data[k]), args.max_rows or len(data[k]))) for k in kinds},
-                  "split": "80/10/10 by configuration, seed 0", "mlp_epochs": args.mlp_epochs}
-    training.export_bundle(args.out, chosen, "forward", provenance)
+                  "split": "80/10/10 by configuration, seed 0", "mlp_epochs": args.mlp_epochs,
+                  "trees": args.trees or "family default"}
+    training.export_bundle(args.out, chosen, provenance)
     medians = [c["test"]["median_rel"] for c in chosen]
+    command = f"`.venv/bin/python -m prenet.fit {' '.join(argv if argv is not None else sys.argv[1:])}`"
     header = [f"# Per-layer predictors: {args.data}", "",
-              f"`.venv/bin/python -m prenet.fit {' '.join(argv if argv is not None else sys.argv[1:])}` "
-              f"({time.strftime('%Y-%m-%d')}, "
-              f"{time.monotonic() - started:.0f} s). Median of the per-kind test medians: "
-              f"{100 * float(np.median(medians)):.2f}%.", ""]
-    Path(args.results).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.results).write_text("\n".join(header + sections))
+              f"{command} ({time.strftime('%Y-%m-%d')}, {time.monotonic() - started:.0f} s). Data: {source}. "
+              f"Median of the per-kind test medians: {100 * float(np.median(medians)):.2f}%.", "",
+              selection_markdown(chosen), "## Ablation per kind and mode", ""]
+    results_path = Path(args.results)
+    results_path.parent.mkdir(parents=True, exist_ok=True)
+    results_path.write_text("\n".join(header + sections))
+    results_path.with_suffix(".json").write_text(json.dumps({"command": command, "provenance": provenance,
+                                                             "results": records}, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,20 +1,23 @@
-"""Per-layer time predictions from the native predictor bundle (data/predictors/, fitted by prenet.training)."""
+"""Per-layer time predictions from the native predictor bundles (data/predictors/, fitted by prenet.fit):
+`gpu/` for GPUs (forward pass measured, backward and optimizer composed from kernels of known shapes), `cpu/` for
+the host CPU our own data was measured on (every mode measured)."""
 import functools
 import os
 from pathlib import Path
 
 from ._native import core
-from .catalog import find_gpu, native_catalog
+from .catalog import device_catalog, host_catalog
 from .layers import _as_int
 
-# The bundle shipped with the package; PRENET_PREDICTORS points to another bundle folder.
+# Bundles shipped with the package; PRENET_PREDICTORS points to another GPU bundle folder.
 PACKAGED_BUNDLE = Path(__file__).resolve().parent / "data" / "predictors" / "gpu"
+PACKAGED_HOST_BUNDLE = Path(__file__).resolve().parent / "data" / "predictors" / "cpu"
 MODES = ("forward", "train")
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=8)
 def load_bundle(folder=None):
-    """The native bundle in `folder` (default: PRENET_PREDICTORS or the packaged one); cached."""
+    """The native bundle in `folder` (default: PRENET_PREDICTORS or the packaged GPU one); cached."""
     folder = Path(folder or os.environ.get("PRENET_PREDICTORS", PACKAGED_BUNDLE))
     if not (folder / "manifest.json").is_file():
         raise FileNotFoundError(f"no predictor bundle at {folder} (manifest.json missing); fit one with "
@@ -22,11 +25,39 @@ def load_bundle(folder=None):
     return core().PredictorBundle(str(folder))
 
 
+def resolve(gpu, bundle=None):
+    """(bundle, native catalog, canonical device name) for a GPU name or "cpu"."""
+    catalog, name = device_catalog(gpu)
+    if bundle is None and catalog is host_catalog():
+        bundle = PACKAGED_HOST_BUNDLE
+    return load_bundle(str(bundle) if bundle else None), catalog, name
+
+
+def _configs(kind, config):
+    if not isinstance(kind, str):
+        raise TypeError(f"kind must be a string such as 'conv2d', got {type(kind).__name__}")
+    return [{key: _as_int(kind, key, value) for key, value in config.items()}]
+
+
+def layer_time(kind, gpu="V100", optimizer="sgd", bundle=None, **config):
+    """Milliseconds of one layer's training step by part: `forward_ms`, `backward_ms`, `optimizer_ms`, each with
+    its basis ("predicted" by a fitted predictor, composed of "kernels", a "roofline" bound, or "exact" zero)."""
+    native, catalog, name = resolve(gpu, bundle)
+    return native.estimate(kind, _configs(kind, config), catalog, name, optimizer)[0]
+
+
 def predict_layer(kind, gpu="V100", mode="forward", optimizer="sgd", bundle=None, **config):
-    """Predicted milliseconds of one layer: `mode` "forward" or "train" (forward, backward, optimizer step),
-    with the kinds and keys of prenet.layer_features. Unknown kinds, keys, GPUs or modes raise ValueError."""
+    """Predicted milliseconds of one layer: `mode` "forward" or "train" (forward, backward, optimizer step), with
+    the kinds and keys of prenet.layer_features; `gpu` a catalog name or "cpu". A bundle with a predictor of the
+    whole step serves "train" directly; otherwise the parts of layer_time are summed. Unknown kinds, keys,
+    devices, modes or optimizers raise ValueError."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    find_gpu(gpu)
-    values = {key: _as_int(kind, key, value) for key, value in config.items()}
-    return load_bundle(bundle).predict(kind, mode, [values], native_catalog(), gpu, optimizer)[0]
+    native, catalog, name = resolve(gpu, bundle)
+    configs = _configs(kind, config)
+    if mode == "train" and native.has(kind, "train"):
+        return native.predict(kind, "train", configs, catalog, name, optimizer)[0]
+    times = native.estimate(kind, configs, catalog, name, optimizer)[0]
+    if mode == "forward":
+        return times["forward_ms"]
+    return times["forward_ms"] + times["backward_ms"] + times["optimizer_ms"]

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ._native import core
-from .catalog import native_catalog
+from .catalog import device_catalog
 
 # Hardware features of the paper's Table 1 (the GPU model enters as one-hot indicators "gpu=<name>").
 PAPER_HARDWARE = ["gpu_memory_bandwidth_gbs", "gpu_boost_clock_mhz", "gpu_cuda_cores", "gpu_memory_gb"]
@@ -24,25 +24,41 @@ def _kind_spec(kind):
     return next(k for k in core().layer_kinds() if k["name"] == kind)
 
 
-def feature_sets(kind, gpus):
-    """Input names of each feature set for `kind`: the paper's ablation (Baseline, +CO, +CO+CM, +CO+CM+CT) and
-    ours (adds exact FLOPs, bytes and roofline bounds, and the peak rate)."""
+# What each mode times: "forward" the forward pass, "backward" the input and weight gradients, "optimizer" the
+# update of the layer's parameters, "train" the whole training step (the paper's target).
+MODES = ("forward", "backward", "optimizer", "train")
+# Our exact counts that describe the work of each mode.
+MODE_COUNTS = {"forward": ["forward_flops", "forward_bytes", "forward_roofline_ms"],
+               "backward": ["backward_flops", "backward_bytes"],
+               "optimizer": ["params", "param_tensors"],
+               "train": ["params", "forward_flops", "forward_bytes", "backward_flops", "backward_bytes",
+                         "train_roofline_ms"]}
+
+
+def feature_sets(kind, gpus, mode="forward", optimizers=()):
+    """Input names of each feature set for `kind` and `mode`: the paper's ablation (Baseline, +CO, +CO+CM,
+    +CO+CM+CT) and ours (adds exact FLOPs, bytes and roofline bounds of the mode, and the peak rate). Modes
+    that run an optimizer get one indicator per optimizer in every set."""
     spec = _kind_spec(kind)
     layer = [p["name"] for p in spec["parameters"]] + spec["derived_features"]
-    baseline = layer + PAPER_HARDWARE + [f"gpu={g}" for g in sorted(gpus)]
+    indicators = [f"optimizer={o}" for o in sorted(optimizers)] if mode in ("optimizer", "train") else []
+    baseline = layer + PAPER_HARDWARE + [f"gpu={g}" for g in sorted(gpus)] + indicators
     co = baseline + ["co"]
     cocm = co + ["mem_weights", "mem_input", "mem_output"]
     cocmct = cocm + ["ct_ms"]
-    ours = layer + ["co", "mem_weights", "mem_input", "mem_output", "forward_flops", "forward_bytes",
-                    "forward_roofline_ms", "gpu_fp32_tflops", "gpu_memory_bandwidth_gbs", "gpu_sm_count",
-                    "gpu_l2_cache_mb", "gpu_boost_clock_mhz"]
+    ours = layer + ["co", "mem_weights", "mem_input", "mem_output"] + MODE_COUNTS[mode] + [
+        "gpu_fp32_tflops", "gpu_memory_bandwidth_gbs", "gpu_sm_count", "gpu_l2_cache_mb",
+        "gpu_boost_clock_mhz"] + indicators
     return {"baseline": baseline, "co": co, "cocm": cocm, "cocmct": cocmct, "ours": ours}
 
 
-# Target of each feature set: the paper's predict time (we use its log, for every set, as trees and MLPs
-# fit multiplicative structure better); ours predicts the log of time over the roofline bound.
-TARGETS = {"baseline": "log_ms", "co": "log_ms", "cocm": "log_ms", "cocmct": "log_ms",
-           "ours": "log_ms_over:forward_roofline_ms"}
+def target_for(feature_set, mode="forward"):
+    """The paper's sets predict time (we use its log, as trees and MLPs fit multiplicative structure better);
+    ours predicts the log of time over the mode's roofline bound where one exists."""
+    bounds = {"forward": "forward_roofline_ms", "train": "train_roofline_ms"}
+    if feature_set == "ours" and mode in bounds:
+        return f"log_ms_over:{bounds[mode]}"
+    return "log_ms"
 
 
 def model_inputs(kind, frame, names, optimizer_column=None):
@@ -54,7 +70,8 @@ def model_inputs(kind, frame, names, optimizer_column=None):
         gpu = group[0] if isinstance(group, tuple) else group
         optimizer = group[1] if optimizer_column else "sgd"
         configs = frame.iloc[rows][keys].astype("int64").to_dict("records")
-        out[rows] = core().model_inputs(names, kind, configs, native_catalog(), gpu, optimizer)
+        catalog, name = device_catalog(gpu)
+        out[rows] = core().model_inputs(names, kind, configs, catalog, name, optimizer)
     return out
 
 
@@ -176,25 +193,31 @@ def scores(measured_ms, predicted_ms):
             "median_rel": float(np.median(error)), "p90_rel": float(np.quantile(error, 0.9)), "n": int(len(error))}
 
 
-def fit_kind(kind, frame, ms_column="forward_ms", families=FAMILIES, sets=None, mlp_epochs=300, seed=0,
-             optimizer_column=None, trees=None):
-    """Fits every (feature set, family) on the training part; returns a list of result dicts with validation and
-    test scores and the fitted models."""
+def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epochs=300, seed=0, trees=None):
+    """Fits every (feature set, family) to the `<mode>_ms` column on the training part; returns a list of result
+    dicts with validation and test scores and the fitted models. Rows without a time for the mode (an optimizer
+    step of a kind without parameters) are left out."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    ms_column = f"{mode}_ms"
+    frame = frame[frame[ms_column].notna() & (frame[ms_column] > 0)].reset_index(drop=True)
+    optimizer_column = "optimizer" if mode in ("optimizer", "train") else None
     spec = _kind_spec(kind)
     config_columns = [p["name"] for p in spec["parameters"] if p["name"] in frame]
     part = split_by_configuration(frame, config_columns + ([optimizer_column] if optimizer_column else []), seed)
+    optimizers = frame[optimizer_column].unique() if optimizer_column else ()
     results = []
-    for set_name, names in feature_sets(kind, frame["gpu"].unique()).items():
+    for set_name, names in feature_sets(kind, frame["gpu"].unique(), mode, optimizers).items():
         if sets and set_name not in sets:
             continue
-        target = TARGETS[set_name]
+        target = target_for(set_name, mode)
         x = model_inputs(kind, frame, names, optimizer_column)
         y = target_values(kind, frame, target, ms_column)
         for family in families:
             started = time.monotonic()
             model = make_model(family, mlp_epochs, seed, trees).fit(x[part == "train"], y[part == "train"])
-            result = {"kind": kind, "feature_set": set_name, "family": family, "features": names, "target": target,
-                      "model": model, "fit_s": time.monotonic() - started}
+            result = {"kind": kind, "mode": mode, "feature_set": set_name, "family": family, "features": names,
+                      "target": target, "model": model, "fit_s": time.monotonic() - started}
             for which in ("validation", "test"):
                 rows = part == which
                 predicted = to_ms(kind, frame[rows], target, model.predict(x[rows]))
@@ -208,12 +231,13 @@ def best_on_validation(results):
     return min(results, key=lambda r: r["validation"]["median_rel"])
 
 
-def export_bundle(folder, chosen, mode, provenance):
-    """Writes a native bundle: manifest.json plus one model file per chosen (kind) result."""
+def export_bundle(folder, chosen, provenance):
+    """Writes a native bundle: manifest.json plus one model file per chosen (kind, mode) result."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     entries = []
     for result in chosen:
+        mode = result["mode"]
         name = f"{result['kind']}-{mode}-{result['family']}.json"
         model = result["model"]
         if result["family"] in ("linear", "mlp"):

@@ -16,6 +16,9 @@ inline constexpr double kFp32Bytes = 4.0;
 
 using FeatureVector = std::vector<std::pair<std::string, double>>;
 
+// Roofline bound in ms: the slower of `flops` at the GPU's FP32 peak and `bytes` at its memory bandwidth.
+double roofline_ms(double flops, double bytes, const GpuSpec& gpu);
+
 // Names of the features of `kind`, in the order layer_features returns them.
 std::vector<std::string> feature_names(const LayerKind& kind);
 

@@ -23,6 +23,14 @@ struct ParameterSpec {
 
 class LayerKind;
 
+// A kernel of some layer kind and configuration that stands for part of another layer's work, `count` times
+// (the backward pass as forward kernels of known shapes; a composite layer as its parts).
+struct KernelWork {
+    std::string kind;
+    std::map<std::string, std::int64_t> config;
+    double count = 1;
+};
+
 // The resolved configuration of one layer: every parameter of its kind, in table order.
 class LayerConfig {
 public:
@@ -44,6 +52,7 @@ struct LayerCost {
     double memory_input = 0;       // PreNeT eq. 11 (elements)
     double memory_output = 0;      // PreNeT eq. 12 (elements)
     double parameters = 0;         // trainable parameters (elements)
+    double parameter_tensors = 0;  // trainable tensors (weight, bias, ...): the optimizer updates each one
     double forward_flops = 0;      // exact floating-point operations of the forward pass
     double backward_flops = 0;     // input and weight gradients
     double forward_bytes = 0;      // bytes read and written by the forward kernels
@@ -62,6 +71,13 @@ public:
     std::vector<std::string> derived_names;
     std::function<std::vector<double>(const LayerConfig&)> derived_values;
     std::function<LayerCost(const LayerConfig&, double bytes_per_element)> cost;
+    // The forward pass as kernels of other kinds, used where no predictor covers this kind (attention as
+    // projections, batched products and a softmax; an activation as one of the same memory traffic).
+    // Empty function: a primitive kind, predicted directly or bounded by its roofline.
+    std::function<std::vector<KernelWork>(const LayerConfig&)> forward_kernels;
+    // The backward pass (input and weight gradients) as forward kernels of known shapes.
+    // Empty function: the backward passes of forward_kernels.
+    std::function<std::vector<KernelWork>(const LayerConfig&)> backward_kernels;
 
     // Fills defaults, rejects unknown or missing keys and out-of-range values, then validates.
     LayerConfig configure(const std::map<std::string, std::int64_t>& given) const;

@@ -20,7 +20,7 @@ inline constexpr int kBundleFormatVersion = 1;
 
 struct Predictor {
     std::string kind;
-    std::string mode;      // "forward" or "train"
+    std::string mode;      // "forward", "backward", "optimizer" or "train" (the whole step)
     std::string family;
     std::vector<std::string> features;  // native feature names, or "gpu=<name>" / "optimizer=<name>" indicators
     std::string target;    // "log_ms", or "log_ms_over:<feature>" (the log of time divided by that feature)
@@ -43,6 +43,7 @@ public:
                                    const std::vector<LayerConfig>& configs, const GpuSpec& gpu,
                                    const std::string& optimizer) const;
     std::vector<std::pair<std::string, std::string>> available() const;
+    bool has(const std::string& kind, const std::string& mode) const { return predictors_.count({kind, mode}) > 0; }
     const Predictor& predictor(const std::string& kind, const std::string& mode) const;
     const std::string& manifest_text() const { return manifest_text_; }
 

@@ -18,6 +18,7 @@ LayerCost batchnorm2d_cost(const LayerConfig& c, double bytes_per_element) {
     LayerCost cost;
     cost.paper_operations = elements;  // no PreNeT equation: the elements normalised
     cost.parameters = 2 * channels;
+    cost.parameter_tensors = 2;  // weight, bias
     cost.memory_weights = 2 * channels;  // PreNeT eq. 10
     cost.memory_input = elements;        // PreNeT eq. 11
     cost.memory_output = elements;       // PreNeT eq. 12
@@ -44,6 +45,13 @@ LayerKind make_batchnorm2d() {
         {"width", 1, kMaxSize, std::nullopt, "input width"},
     };
     kind.cost = batchnorm2d_cost;
+    // Without a predictor of its own: LayerNorm over each (sample, channel) plane, the same elements; the
+    // statistics pass rereads X, so 3 element passes against LayerNorm's 2 (forward_bytes of both).
+    kind.forward_kernels = [](const LayerConfig& c) {
+        return std::vector<KernelWork>{{"layer_norm", {{"batch", c["batch"]}, {"seq_len", c["channels"]},
+                                                       {"normalized_shape", c["height"] * c["width"]},
+                                                       {"elementwise_affine", 0}}, 1.5}};
+    };
     return kind;
 }
 

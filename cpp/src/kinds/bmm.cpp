@@ -21,6 +21,12 @@ LayerCost bmm_cost(const LayerConfig& c, double bytes_per_element) {
     return cost;
 }
 
+// dA = dC B^T is (m x n) by (n x k); dB = A^T dC is (k x m) by (m x n).
+std::vector<KernelWork> bmm_backward(const LayerConfig& c) {
+    return {{"bmm", {{"batch", c["batch"]}, {"m", c["m"]}, {"k", c["n"]}, {"n", c["k"]}}},
+            {"bmm", {{"batch", c["batch"]}, {"m", c["k"]}, {"k", c["m"]}, {"n", c["n"]}}}};
+}
+
 }  // namespace
 
 LayerKind make_bmm() {
@@ -35,6 +41,7 @@ LayerKind make_bmm() {
         {"n", 1, kMaxSize, std::nullopt, "columns of the second operand"},
     };
     kind.cost = bmm_cost;
+    kind.backward_kernels = bmm_backward;
     return kind;
 }
 

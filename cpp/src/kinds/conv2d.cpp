@@ -49,6 +49,7 @@ LayerCost conv2d_cost(const LayerConfig& c, double bytes_per_element) {
     cost.memory_input = input;                                    // PreNeT eq. 11: B * c_in * h * w
     cost.memory_output = output;                                  // PreNeT eq. 12: B * c_out * h_out * w_out
     cost.parameters = weights + bias * cout;
+    cost.parameter_tensors = 1 + bias;
     cost.forward_flops = 2 * macs + bias * output;
     // Input gradient (transposed convolution) and weight gradient each repeat the forward MACs; db sums dY.
     cost.backward_flops = 4 * macs + bias * output;
@@ -57,6 +58,26 @@ LayerCost conv2d_cost(const LayerConfig& c, double bytes_per_element) {
     cost.backward_bytes = bytes_per_element * ((output + weights + input) + (output + input + weights) +
                                                bias * (output + cout));
     return cost;
+}
+
+// dX is a transposed convolution with the channel counts swapped and the forward's multiply-adds: taken as a
+// stride-1 convolution from c_out to c_in channels over the output plane ("same" padding). dW repeats the
+// forward's multiply-adds over the same tensors. db sums dY (one read: a third of an add's traffic).
+std::vector<KernelWork> conv2d_backward(const LayerConfig& c) {
+    const std::int64_t hout = conv_output_size(c["height"], c["kernel_size"], c["stride"], c["padding"]);
+    const std::int64_t wout = conv_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"]);
+    std::vector<KernelWork> work = {
+        {"conv2d", {{"batch", c["batch"]}, {"in_channels", c["out_channels"]}, {"out_channels", c["in_channels"]},
+                    {"kernel_size", c["kernel_size"]}, {"stride", 1}, {"padding", c["kernel_size"] / 2},
+                    {"height", hout}, {"width", wout}, {"groups", c["groups"]}, {"bias", 0}}},
+        {"conv2d", {{"batch", c["batch"]}, {"in_channels", c["in_channels"]}, {"out_channels", c["out_channels"]},
+                    {"kernel_size", c["kernel_size"]}, {"stride", c["stride"]}, {"padding", c["padding"]},
+                    {"height", c["height"]}, {"width", c["width"]}, {"groups", c["groups"]}, {"bias", 0}}},
+    };
+    if (c["bias"]) {
+        work.push_back({"add", {{"batch", c["batch"] * c["out_channels"]}, {"features", hout * wout}}, 1.0 / 3});
+    }
+    return work;
 }
 
 }  // namespace
@@ -82,6 +103,7 @@ LayerKind make_conv2d() {
     kind.derived_names = {"out_height", "out_width"};
     kind.derived_values = conv2d_derived;
     kind.cost = conv2d_cost;
+    kind.backward_kernels = conv2d_backward;
     return kind;
 }
 

@@ -52,6 +52,10 @@ LayerCost pointwise_cost(const PointwiseTraits& t, const LayerConfig& c, double 
     return cost;
 }
 
+KernelWork same_shape(const char* kind, const LayerConfig& c) {
+    return {kind, {{"batch", c["batch"]}, {"seq_len", c["seq_len"]}, {"features", c["features"]}}};
+}
+
 }  // namespace
 
 LayerKind make_pointwise(Pointwise op) {
@@ -66,6 +70,15 @@ LayerKind make_pointwise(Pointwise op) {
         {"features", 1, kMaxSize, std::nullopt, "elements per row (the softmax dimension)"},
     };
     kind.cost = [t](const LayerConfig& c, double bytes_per_element) { return pointwise_cost(t, c, bytes_per_element); };
+    if (op == Pointwise::relu || op == Pointwise::tanh || op == Pointwise::sigmoid || op == Pointwise::softmax) {
+        // The gradient comes from the sign of x or from y without a transcendental (tanh: 1 - y^2, sigmoid:
+        // y (1 - y), softmax: y (dY - sum(dY y))): read two tensors, write one, as an add does.
+        kind.backward_kernels = [](const LayerConfig& c) { return std::vector<KernelWork>{same_shape("add", c)}; };
+    }
+    if (op == Pointwise::tanh || op == Pointwise::sigmoid || op == Pointwise::silu) {
+        // Without a predictor of its own: a transcendental activation of the same traffic (read x, write y).
+        kind.forward_kernels = [](const LayerConfig& c) { return std::vector<KernelWork>{same_shape("gelu", c)}; };
+    }
     return kind;
 }
 

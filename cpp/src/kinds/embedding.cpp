@@ -11,6 +11,7 @@ LayerCost embedding_cost(const LayerConfig& c, double bytes_per_element) {
     LayerCost cost;
     cost.paper_operations = tokens * dim;  // PreNeT eq. 8: B * S * D_emb
     cost.parameters = vocab * dim;
+    cost.parameter_tensors = 1;
     cost.memory_weights = vocab * dim;     // PreNeT eq. 10: the table
     cost.memory_input = tokens;            // PreNeT eq. 11: token ids
     cost.memory_output = tokens * dim;     // PreNeT eq. 12
@@ -37,6 +38,11 @@ LayerKind make_embedding() {
         {"embedding_dim", 1, kMaxSize, std::nullopt, "embedding dimension D_emb"},
     };
     kind.cost = embedding_cost;
+    // Without a predictor of its own: the gather reads and writes each output element once, as a ReLU does.
+    kind.forward_kernels = [](const LayerConfig& c) {
+        return std::vector<KernelWork>{{"relu", {{"batch", c["batch"] * c["seq_len"]},
+                                                 {"features", c["embedding_dim"]}}}};
+    };
     return kind;
 }
 

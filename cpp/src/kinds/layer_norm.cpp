@@ -25,6 +25,7 @@ LayerCost layer_norm_cost(const LayerConfig& c, double bytes_per_element) {
     LayerCost cost;
     cost.paper_operations = elements;   // no PreNeT equation for LayerNorm: we use the normalised elements
     cost.parameters = 2 * affine * n;
+    cost.parameter_tensors = 2 * affine;  // weight, bias
     cost.memory_weights = cost.parameters;  // PreNeT eq. 10
     cost.memory_input = elements;           // PreNeT eq. 11: B * D_in
     cost.memory_output = elements;          // PreNeT eq. 12: B * D_out

@@ -15,6 +15,7 @@ LayerCost linear_cost(const LayerConfig& c, double bytes_per_element) {
     cost.memory_input = rows * in;                      // PreNeT eq. 11: B * D_in
     cost.memory_output = rows * out;                    // PreNeT eq. 12: B * D_out
     cost.parameters = in * out + bias * out;
+    cost.parameter_tensors = 1 + bias;
     // GEMM of (rows x in) by (in x out): one multiply and one add per term; bias adds one per output.
     cost.forward_flops = 2 * rows * in * out + bias * rows * out;
     // dX = dY W and dW = dY^T X are GEMMs of the same size; db sums dY over rows.
@@ -26,6 +27,20 @@ LayerCost linear_cost(const LayerConfig& c, double bytes_per_element) {
                                                (rows * out + rows * in + in * out) +
                                                bias * (rows * out + out));
     return cost;
+}
+
+// dX = dY W is (rows x out) by (out x in); dW = dY^T X is (out x rows) by (rows x in); db sums dY, reading it
+// once (a third of an add's traffic: two reads and a write).
+std::vector<KernelWork> linear_backward(const LayerConfig& c) {
+    const std::int64_t rows = c["batch"] * c["seq_len"];
+    std::vector<KernelWork> work = {
+        {"linear", {{"batch", c["batch"]}, {"seq_len", c["seq_len"]}, {"in_features", c["out_features"]},
+                    {"out_features", c["in_features"]}, {"bias", 0}}},
+        {"linear", {{"batch", 1}, {"seq_len", c["out_features"]}, {"in_features", rows},
+                    {"out_features", c["in_features"]}, {"bias", 0}}},
+    };
+    if (c["bias"]) work.push_back({"add", {{"batch", rows}, {"features", c["out_features"]}}, 1.0 / 3});
+    return work;
 }
 
 }  // namespace
@@ -43,6 +58,7 @@ LayerKind make_linear() {
         {"bias", 0, 1, 1, "1 if the layer adds a bias"},
     };
     kind.cost = linear_cost;
+    kind.backward_kernels = linear_backward;
     return kind;
 }
 

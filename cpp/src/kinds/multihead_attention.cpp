@@ -25,6 +25,7 @@ LayerCost attention_cost(const LayerConfig& c, double bytes_per_element) {
     LayerCost cost;
     cost.paper_operations = heads * seq * seq * (e / heads);  // PreNeT eq. 7: h * s^2 * d (d per head, no batch)
     cost.parameters = 4 * e * e + 4 * bias * e;               // in_proj (3E x E), out_proj (E x E), biases
+    cost.parameter_tensors = 2 + 2 * bias;                    // in_proj_weight, out_proj.weight, their biases
     cost.memory_weights = cost.parameters;                    // PreNeT eq. 10
     cost.memory_input = tokens * e;                           // PreNeT eq. 11
     cost.memory_output = tokens * e;                          // PreNeT eq. 12
@@ -47,6 +48,20 @@ LayerCost attention_cost(const LayerConfig& c, double bytes_per_element) {
     return cost;
 }
 
+// The kernels PyTorch's multi_head_attention_forward runs: the packed q, k, v projection, query scaling,
+// Q K^T per head, softmax over keys, P V per head, the output projection.
+std::vector<KernelWork> attention_kernels(const LayerConfig& c) {
+    const std::int64_t b = c["batch"], seq = c["seq_len"], e = c["embed_dim"], heads = c["num_heads"];
+    return {
+        {"linear", {{"batch", b}, {"seq_len", seq}, {"in_features", e}, {"out_features", 3 * e}, {"bias", c["bias"]}}},
+        {"relu", {{"batch", b * seq}, {"features", e}}},  // q * head_dim^-1/2: one read and one write, as a ReLU
+        {"bmm", {{"batch", b * heads}, {"m", seq}, {"k", e / heads}, {"n", seq}}},
+        {"softmax", {{"batch", b * heads * seq}, {"features", seq}}},
+        {"bmm", {{"batch", b * heads}, {"m", seq}, {"k", seq}, {"n", e / heads}}},
+        {"linear", {{"batch", b}, {"seq_len", seq}, {"in_features", e}, {"out_features", e}, {"bias", c["bias"]}}},
+    };
+}
+
 }  // namespace
 
 LayerKind make_multihead_attention() {
@@ -67,6 +82,7 @@ LayerKind make_multihead_attention() {
         return std::vector<double>{static_cast<double>(c["embed_dim"] / c["num_heads"])};
     };
     kind.cost = attention_cost;
+    kind.forward_kernels = attention_kernels;
     return kind;
 }
 

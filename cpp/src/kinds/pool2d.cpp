@@ -71,6 +71,16 @@ LayerKind make_pool2d(bool max) {
                                    pool_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"])};
     };
     kind.cost = [max](const LayerConfig& c, double bytes_per_element) { return pool_cost(max, c, bytes_per_element); };
+    // Without a predictor of its own: a ReLU over the input plane (one read, one write per element), scaled to
+    // the pool's traffic, one read of the input and one write of the smaller output.
+    kind.forward_kernels = [](const LayerConfig& c) {
+        const double input = static_cast<double>(c["height"]) * c["width"];
+        const double output = pool_output_size(c["height"], c["kernel_size"], c["stride"], c["padding"]) *
+                              pool_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"]);
+        return std::vector<KernelWork>{{"relu", {{"batch", c["batch"] * c["channels"]},
+                                                 {"features", c["height"] * c["width"]}},
+                                        (input + output) / (2 * input)}};
+    };
     return kind;
 }
 

@@ -47,6 +47,7 @@ LayerCost recurrent_cost(const RecurrenceTraits& t, const LayerConfig& c, double
         // PreNeT eqs. 4-6 for one layer and direction: k * b * s * h * (h + d).
         cost.paper_operations += directions * t.paper_coefficient * steps * h * (h + in);
         cost.parameters += directions * weights;
+        cost.parameter_tensors += directions * (2 + 2 * bias);  // W_ih, W_hh, b_ih, b_hh
         cost.forward_flops += directions * (gemm_flops + elementwise);
         // Gradients of the inputs and of both weight matrices repeat the GEMMs; pointwise backward costs twice
         // the forward pointwise work (derivative and product); bias gradients sum over steps.
@@ -62,6 +63,26 @@ LayerCost recurrent_cost(const RecurrenceTraits& t, const LayerConfig& c, double
     cost.memory_input = steps * c["input_size"];                 // PreNeT eq. 11: B * L * D_in
     cost.memory_output = steps * h * directions;                 // PreNeT eq. 12: B * L * D_out
     return cost;
+}
+
+// The kernels of cuDNN's and PyTorch's recurrent layers, per layer and direction: one GEMM projecting the
+// inputs of every step, then per step a GEMM of the hidden state and the fused pointwise cell (reading the gate
+// pre-activations and the state, writing the new state: about an add over the gate rows).
+std::vector<KernelWork> recurrent_kernels(const RecurrenceTraits& t, const LayerConfig& c) {
+    const std::int64_t b = c["batch"], seq = c["seq_len"], h = c["hidden_size"];
+    const std::int64_t directions = c["bidirectional"] ? 2 : 1;
+    const auto gate_rows = static_cast<std::int64_t>(t.gates) * h;
+    std::vector<KernelWork> work;
+    for (std::int64_t layer = 0; layer < c["num_layers"]; ++layer) {
+        const std::int64_t in = layer == 0 ? c["input_size"] : h * directions;
+        const auto per_direction = static_cast<double>(directions);
+        work.push_back({"linear", {{"batch", b}, {"seq_len", seq}, {"in_features", in},
+                                   {"out_features", gate_rows}, {"bias", c["bias"]}}, per_direction});
+        work.push_back({"linear", {{"batch", b}, {"in_features", h}, {"out_features", gate_rows},
+                                   {"bias", c["bias"]}}, per_direction * seq});
+        work.push_back({"add", {{"batch", b}, {"features", gate_rows}}, per_direction * seq});
+    }
+    return work;
 }
 
 }  // namespace
@@ -84,6 +105,7 @@ LayerKind make_recurrent(Recurrence recurrence) {
     kind.derived_names = {"directions"};
     kind.derived_values = [](const LayerConfig& c) { return std::vector<double>{c["bidirectional"] ? 2.0 : 1.0}; };
     kind.cost = [t](const LayerConfig& c, double bytes_per_element) { return recurrent_cost(t, c, bytes_per_element); };
+    kind.forward_kernels = [t](const LayerConfig& c) { return recurrent_kernels(t, c); };
     return kind;
 }
 

@@ -1,0 +1,148 @@
+#include "prenet/layer_time.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <utility>
+
+#include "prenet/features.hpp"
+#include "prenet/optimizer.hpp"
+
+namespace prenet {
+
+const char* to_string(TimeBasis basis) {
+    switch (basis) {
+        case TimeBasis::exact: return "exact";
+        case TimeBasis::predicted: return "predicted";
+        case TimeBasis::kernels: return "kernels";
+        case TimeBasis::roofline: return "roofline";
+    }
+    return "unknown";
+}
+
+namespace {
+
+enum Part { kForward, kBackward, kOptimizer };
+
+// Where a partial time goes: which layer, which part, with what weight, and the weakest basis on the way.
+struct Destination {
+    std::size_t row;
+    Part part;
+    double weight;
+    TimeBasis basis;
+};
+
+// Elements an add kernel reads and writes per element (two inputs, one output).
+constexpr double kAddElementPasses = 3.0;
+// Guards against a kind table whose kernels refer back to themselves.
+constexpr int kMaxDepth = 8;
+
+class Planner {
+public:
+    Planner(const PredictorBundle& bundle, const GpuSpec& gpu, const std::string& optimizer,
+            std::vector<LayerTime>& out)
+        : bundle_(bundle), gpu_(gpu), optimizer_(optimizer), out_(out) {}
+
+    void forward(const LayerConfig& c, Destination d, int depth = 0) {
+        const LayerKind& kind = c.kind();
+        if (bundle_.has(kind.name, "forward")) return queue(c, "forward", d);
+        if (kind.forward_kernels && depth < kMaxDepth) {
+            for (const auto& k : kind.forward_kernels(c)) forward(configure(k), scaled(d, k.count), depth + 1);
+            return;
+        }
+        const LayerCost cost = kind.cost(c, kFp32Bytes);
+        add(d, TimeBasis::roofline, roofline_ms(cost.forward_flops, cost.forward_bytes, gpu_));
+    }
+
+    void backward(const LayerConfig& c, Destination d, int depth = 0) {
+        const LayerKind& kind = c.kind();
+        if (bundle_.has(kind.name, "backward")) return queue(c, "backward", d);
+        if (kind.backward_kernels) {
+            for (const auto& k : kind.backward_kernels(c)) forward(configure(k), scaled(d, k.count), depth + 1);
+        } else if (kind.forward_kernels && depth < kMaxDepth) {
+            for (const auto& k : kind.forward_kernels(c)) backward(configure(k), scaled(d, k.count), depth + 1);
+        } else {
+            // A memory-bound kind: its backward moves backward_bytes where its forward moves forward_bytes.
+            const LayerCost cost = kind.cost(c, kFp32Bytes);
+            if (cost.forward_bytes > 0 && cost.backward_bytes > 0) {
+                forward(c, scaled(d, cost.backward_bytes / cost.forward_bytes), depth + 1);
+            }
+        }
+    }
+
+    void optimizer_step(const LayerConfig& c, Destination d) {
+        if (bundle_.has(c.kind().name, "optimizer")) return queue(c, "optimizer", d);
+        const LayerCost cost = c.kind().cost(c, kFp32Bytes);
+        if (cost.parameters <= 0 || cost.parameter_tensors <= 0) return;
+        // Each tensor's update runs kernels_per_tensor kernels that together make element_passes passes over
+        // it: as many add-shaped kernels, each sized to its share of the traffic (an add makes 3 passes).
+        const OptimizerSpec& spec = find_optimizer(optimizer_);
+        const double kernels = cost.parameter_tensors * spec.kernels_per_tensor;
+        const double elements = cost.parameters / cost.parameter_tensors * spec.element_passes /
+                                (kAddElementPasses * spec.kernels_per_tensor);
+        const LayerConfig update = find_layer_kind("add").configure(
+            {{"batch", 1}, {"features", std::max<std::int64_t>(1, std::llround(elements))}});
+        forward(update, scaled(d, kernels), 1);
+    }
+
+    // Runs the queued predictions, one batch per (kind, mode).
+    void flush() {
+        for (auto& [key, batch] : batches_) {
+            const auto ms = bundle_.predict_ms(key.first, key.second, batch.first, gpu_, optimizer_);
+            for (std::size_t i = 0; i < ms.size(); ++i) {
+                const Destination& d = batch.second[i];
+                add(d, TimeBasis::predicted, ms[i]);
+            }
+        }
+        batches_.clear();
+    }
+
+private:
+    static LayerConfig configure(const KernelWork& k) { return find_layer_kind(k.kind).configure(k.config); }
+
+    static Destination scaled(Destination d, double factor) {
+        d.weight *= factor;
+        d.basis = std::max(d.basis, TimeBasis::kernels);
+        return d;
+    }
+
+    void queue(const LayerConfig& c, const std::string& mode, const Destination& d) {
+        auto& batch = batches_[{c.kind().name, mode}];
+        batch.first.push_back(c);
+        batch.second.push_back(d);
+    }
+
+    void add(const Destination& d, TimeBasis basis, double ms) {
+        LayerTime& t = out_[d.row];
+        const TimeBasis b = std::max(d.basis, basis);
+        switch (d.part) {
+            case kForward: t.forward_ms += d.weight * ms; t.forward_basis = std::max(t.forward_basis, b); break;
+            case kBackward: t.backward_ms += d.weight * ms; t.backward_basis = std::max(t.backward_basis, b); break;
+            case kOptimizer: t.optimizer_ms += d.weight * ms; t.optimizer_basis = std::max(t.optimizer_basis, b); break;
+        }
+    }
+
+    const PredictorBundle& bundle_;
+    const GpuSpec& gpu_;
+    const std::string& optimizer_;
+    std::vector<LayerTime>& out_;
+    std::map<std::pair<std::string, std::string>, std::pair<std::vector<LayerConfig>, std::vector<Destination>>> batches_;
+};
+
+}  // namespace
+
+std::vector<LayerTime> estimate_layer_times(const PredictorBundle& bundle, const std::vector<LayerConfig>& configs,
+                                            const GpuSpec& gpu, const std::string& optimizer) {
+    find_optimizer(optimizer);  // an unknown name fails before any work
+    std::vector<LayerTime> out(configs.size());
+    Planner planner(bundle, gpu, optimizer, out);
+    for (std::size_t row = 0; row < configs.size(); ++row) {
+        planner.forward(configs[row], {row, kForward, 1.0, TimeBasis::predicted});
+        planner.backward(configs[row], {row, kBackward, 1.0, TimeBasis::predicted});
+        planner.optimizer_step(configs[row], {row, kOptimizer, 1.0, TimeBasis::predicted});
+    }
+    planner.flush();
+    return out;
+}
+
+}  // namespace prenet

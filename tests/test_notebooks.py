@@ -19,6 +19,11 @@ def venv_kernel(tmp_path_factory, monkeypatch_module):
     write_kernel_spec(str(folder / "kernels" / "prenet-venv"), overrides={"argv": [
         sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]})
     monkeypatch_module.setenv("JUPYTER_PATH", str(folder))
+    # Notebooks run outside the tree: point them at the data sets this process finds.
+    from prenet.datasets import neusight_folder
+
+    monkeypatch_module.setenv("PRENET_CPU_DATA", str(ROOT / "data" / "cpu"))
+    monkeypatch_module.setenv("PRENET_NEUSIGHT", str(neusight_folder()))
     return "prenet-venv"
 
 

@@ -22,8 +22,6 @@ std::vector<prenet::LayerConfig> configure_all(const std::string& kind,
 }  // namespace
 
 void bind_predictor(py::module_& m) {
-    m.def("trees_supported", &prenet::trees_supported, "Whether this build evaluates xgboost tree models");
-
     m.def("model_inputs",
           [](const std::vector<std::string>& names, const std::string& kind,
              const std::vector<std::map<std::string, std::int64_t>>& configs, const prenet::GpuCatalog& catalog,

@@ -30,7 +30,7 @@ std::vector<std::string> feature_names(const LayerKind& kind) {
     return names;
 }
 
-FeatureVector layer_features(const LayerConfig& config, const GpuSpec& gpu, double bytes_per_element) {
+std::vector<double> layer_feature_values(const LayerConfig& config, const GpuSpec& gpu, double bytes_per_element) {
     const LayerKind& kind = config.kind();
     std::vector<double> values(config.values().begin(), config.values().end());
     if (kind.derived_values) {
@@ -47,7 +47,12 @@ FeatureVector layer_features(const LayerConfig& config, const GpuSpec& gpu, doub
         gpu.fp32_tflops, gpu.memory_bandwidth_gbs, gpu.boost_clock_mhz, static_cast<double>(gpu.cuda_cores),
         static_cast<double>(gpu.sm_count), gpu.memory_gb, gpu.l2_cache_mb,
     });
-    const auto names = feature_names(kind);
+    return values;
+}
+
+FeatureVector layer_features(const LayerConfig& config, const GpuSpec& gpu, double bytes_per_element) {
+    const auto values = layer_feature_values(config, gpu, bytes_per_element);
+    const auto names = feature_names(config.kind());
     FeatureVector features;
     features.reserve(names.size());
     for (std::size_t i = 0; i < names.size(); ++i) features.emplace_back(names[i], values[i]);

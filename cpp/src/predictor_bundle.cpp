@@ -64,10 +64,10 @@ FeatureMatrix model_inputs(const std::vector<std::string>& names, const std::vec
         if (&configs[row].kind() != &configs.front().kind()) {
             throw std::invalid_argument("model_inputs: configurations of different kinds in one call");
         }
-        const auto features = layer_features(configs[row], gpu);
+        const auto features = layer_feature_values(configs[row], gpu);
         for (std::size_t col = 0; col < sources.size(); ++col) {
             const auto& s = sources[col];
-            const double value = s.feature >= 0 ? features[s.feature].second
+            const double value = s.feature >= 0 ? features[s.feature]
                                  : s.key == "gpu" ? static_cast<double>(s.value == gpu.name)
                                                   : static_cast<double>(s.value == optimizer);
             inputs(static_cast<Eigen::Index>(row), static_cast<Eigen::Index>(col)) = value;
@@ -136,14 +136,17 @@ std::vector<double> PredictorBundle::predict_ms(const std::string& kind, const s
                                                 const std::vector<LayerConfig>& configs, const GpuSpec& gpu,
                                                 const std::string& optimizer) const {
     const Predictor& p = predictor(kind, mode);
-    const Eigen::VectorXd raw = p.model->predict(model_inputs(p.features, configs, gpu, optimizer));
-    std::vector<double> ms(configs.size());
     const bool relative = p.target.rfind(kLogOver, 0) == 0;
-    const FeatureMatrix base =
-        relative ? model_inputs({p.target.substr(std::string(kLogOver).size())}, configs, gpu, optimizer) : FeatureMatrix();
+    // One pass over the features: the model's inputs, then (for a relative target) the feature it divides by.
+    std::vector<std::string> names = p.features;
+    if (relative) names.push_back(p.target.substr(std::string(kLogOver).size()));
+    const FeatureMatrix inputs = model_inputs(names, configs, gpu, optimizer);
+    const auto columns = static_cast<Eigen::Index>(p.features.size());
+    const Eigen::VectorXd raw = p.model->predict(inputs.leftCols(columns));
+    std::vector<double> ms(configs.size());
     for (std::size_t i = 0; i < configs.size(); ++i) {
         const auto row = static_cast<Eigen::Index>(i);
-        ms[i] = std::exp(raw[row]) * (relative ? base(row, 0) : 1.0);  // undo the target's log transform
+        ms[i] = std::exp(raw[row]) * (relative ? inputs(row, columns) : 1.0);  // undo the target's log transform
     }
     return ms;
 }

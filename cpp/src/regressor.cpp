@@ -9,18 +9,10 @@ namespace prenet {
 std::unique_ptr<Regressor> load_regressor(const std::string& family, const std::string& path, std::size_t inputs) {
     if (family == "linear" || family == "mlp") return regressors::load_dense(path, inputs);
     if (family == "xgboost" || family == "random_forest" || family == "gradient_boosting") {
-        return regressors::load_xgboost(path, inputs);
+        return regressors::load_tree_ensemble(path, inputs);
     }
     throw std::runtime_error(path + ": unknown model family '" + family +
                              "'; known: linear mlp xgboost random_forest gradient_boosting");
-}
-
-bool trees_supported() {
-#ifdef PRENET_WITH_XGBOOST
-    return true;
-#else
-    return false;
-#endif
 }
 
 }  // namespace prenet

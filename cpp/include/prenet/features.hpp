@@ -24,5 +24,8 @@ std::vector<std::string> feature_names(const LayerKind& kind);
 
 // Features of one configured layer on one GPU.
 FeatureVector layer_features(const LayerConfig& config, const GpuSpec& gpu, double bytes_per_element = kFp32Bytes);
+// The same values without their names, in feature_names order (the predictors' hot path).
+std::vector<double> layer_feature_values(const LayerConfig& config, const GpuSpec& gpu,
+                                         double bytes_per_element = kFp32Bytes);
 
 }  // namespace prenet

@@ -1,5 +1,5 @@
 // Fitted regressors evaluated natively: linear models and MLPs with Eigen, tree ensembles (gradient-boosted
-// trees and random forests) through xgboost's C API. Models are fitted in Python (python/prenet/training.py)
+// trees and random forests) from xgboost's JSON model format. Models are fitted in Python (python/prenet/training.py)
 // and stored in a predictor bundle (predictor_bundle.hpp).
 #pragma once
 
@@ -22,8 +22,5 @@ public:
 // Families: "linear", "mlp" (JSON weights written by prenet.training), "xgboost" and "random_forest"
 // (xgboost JSON models). Throws std::runtime_error naming the file and the problem.
 std::unique_ptr<Regressor> load_regressor(const std::string& family, const std::string& path, std::size_t inputs);
-
-// Whether this build evaluates tree models (it links xgboost).
-bool trees_supported();
 
 }  // namespace prenet

@@ -9,6 +9,6 @@
 namespace prenet::regressors {
 
 std::unique_ptr<Regressor> load_dense(const std::string& path, std::size_t inputs);
-std::unique_ptr<Regressor> load_xgboost(const std::string& path, std::size_t inputs);  // throws without xgboost
+std::unique_ptr<Regressor> load_tree_ensemble(const std::string& path, std::size_t inputs);  // xgboost JSON
 
 }  // namespace prenet::regressors

@@ -1,0 +1,60 @@
+"""The paper's predictor experiments (Tables 4 and 5, model selection) reproduced on both data sets at reduced
+size; writes results/reproduction_cpu.md and results/reproduction_gpu.md (and .json beside them)."""
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from prenet import fit, reproduction, training
+from prenet.paper_tables import PAPER_RMSE
+
+RUNS = {"cpu": reproduction.Settings(data="cpu", modes=("train",)),
+        "gpu": reproduction.Settings(data="neusight", kinds=("linear", "bmm", "conv2d", "layer_norm", "softmax",
+                                                             "relu", "gelu", "add"), modes=("forward",))}
+
+
+@pytest.fixture(scope="module", params=sorted(RUNS))
+def outcome(request):
+    result = reproduction.run(RUNS[request.param])
+    reproduction.write(result, ROOT / "results" / f"reproduction_{request.param}.md")
+    return request.param, result
+
+
+def test_every_cell_is_finite_and_held_out(outcome):
+    name, result = outcome
+    settings, cells = RUNS[name], result["cells"]
+    data, _ = fit.load_data(settings.data)
+    assert set(cells["kind"]) == set(settings.kinds)
+    expected = len(settings.families) * len(settings.sets) * len(settings.modes)
+    for (kind, mode), group in cells.groupby(["kind", "mode"]):
+        assert len(group) == expected, (kind, mode)
+        frame = fit._subsample(data[kind], settings.max_rows)
+        frame = frame[frame[f"{mode}_ms"] > 0].reset_index(drop=True)
+        keys = [p["name"] for p in training._kind_spec(kind)["parameters"] if p["name"] in frame]
+        part = training.split_by_configuration(frame, keys + (["optimizer"] if mode == "train" else []))
+        assert (group["test_n"] == (part == "test").sum()).all(), (kind, mode)
+        assert (group["validation_n"] == (part == "validation").sum()).all(), (kind, mode)
+        for column in ("test_rmse_ms", "test_median_rel", "test_p90_rel", "validation_median_rel"):
+            assert np.isfinite(group[column]).all() and (group[column] >= 0).all(), (kind, mode, column)
+
+
+def test_chosen_predictor_is_the_best_on_validation(outcome):
+    _, result = outcome
+    cells = result["cells"]
+    for chosen in result["chosen"]:
+        group = cells[(cells["kind"] == chosen["kind"]) & (cells["mode"] == chosen["mode"])]
+        best = group.loc[group["validation_median_rel"].idxmin()]
+        assert (chosen["family"], chosen["feature_set"]) == (best["family"], best["feature_set"])
+        assert chosen["test"]["median_rel"] == best["test_median_rel"]
+
+
+def test_paper_figures_sit_beside_ours_with_the_improvement_column(outcome):
+    name, result = outcome
+    table = reproduction.paper_comparison(result["cells"])
+    assert len(table) == len(RUNS[name].families) * len(set(result["cells"]["kind"])) * len(RUNS[name].modes)
+    cocmct, base = table["cocmct_ms"].to_numpy(), table["baseline_ms"].to_numpy()
+    np.testing.assert_allclose(table["improvement_pct"], 100 * (base - cocmct) / base)
+    with_paper = table[table["kind"].isin(list(PAPER_RMSE))]
+    assert with_paper["paper_baseline_ms"].notna().all()
+    text = (ROOT / "results" / f"reproduction_{name}.md").read_text()
+    assert "| family | Baseline | CO | COCM | COCMCT | ours | improvement |" in text
+    assert "## Model selection" in text

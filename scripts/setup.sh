@@ -13,7 +13,7 @@ APT_PACKAGES=(
   python3-pybind11 pybind11-dev libeigen3-dev nlohmann-json3-dev libgtest-dev
   libtorch-dev python3-torch python3-torchvision
   libopenblas0-pthread
-  libxgboost-dev python3-xgboost xgboost
+  python3-xgboost
   python3-numpy python3-pandas python3-sklearn python3-matplotlib python3-pytest python3-tqdm
   jupyter-nbconvert python3-nbclient python3-ipykernel python3-nbformat
 )

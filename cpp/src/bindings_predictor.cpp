@@ -65,5 +65,16 @@ void bind_predictor(py::module_& m) {
              },
              py::arg("kind"), py::arg("configs"), py::arg("catalog"), py::arg("gpu"), py::arg("optimizer") = "sgd",
              "Forward, backward and optimizer milliseconds per configuration, with how each was obtained "
-             "(predicted, kernels, roofline)");
+             "(predicted, kernels, roofline)")
+        .def("update_ms",
+             [](const prenet::PredictorBundle& b, const std::vector<double>& elements, const prenet::GpuCatalog& catalog,
+                const std::string& gpu, const std::string& optimizer) {
+                 std::vector<double> ms;
+                 for (const auto& t : prenet::estimate_update_times(b, elements, catalog.find(gpu), optimizer)) {
+                     ms.push_back(t.optimizer_ms);
+                 }
+                 return ms;
+             },
+             py::arg("elements"), py::arg("catalog"), py::arg("gpu"), py::arg("optimizer") = "sgd",
+             "Milliseconds of the optimizer's update of each parameter tensor (element counts)");
 }

@@ -74,15 +74,17 @@ public:
         if (bundle_.has(c.kind().name, "optimizer")) return queue(c, "optimizer", d);
         const LayerCost cost = c.kind().cost(c, kFp32Bytes);
         if (cost.parameters <= 0 || cost.parameter_tensors <= 0) return;
-        // Each tensor's update runs kernels_per_tensor kernels that together make element_passes passes over
-        // it: as many add-shaped kernels, each sized to its share of the traffic (an add makes 3 passes).
+        update(cost.parameters / cost.parameter_tensors, scaled(d, cost.parameter_tensors));
+    }
+
+    // One tensor's update runs kernels_per_tensor kernels that together make element_passes passes over it: as
+    // many add-shaped kernels, each sized to its share of the traffic (an add makes 3 passes).
+    void update(double elements, Destination d) {
         const OptimizerSpec& spec = find_optimizer(optimizer_);
-        const double kernels = cost.parameter_tensors * spec.kernels_per_tensor;
-        const double elements = cost.parameters / cost.parameter_tensors * spec.element_passes /
-                                (kAddElementPasses * spec.kernels_per_tensor);
-        const LayerConfig update = find_layer_kind("add").configure(
-            {{"batch", 1}, {"features", std::max<std::int64_t>(1, std::llround(elements))}});
-        forward(update, scaled(d, kernels), 1);
+        const double share = elements * spec.element_passes / (kAddElementPasses * spec.kernels_per_tensor);
+        const LayerConfig kernel = find_layer_kind("add").configure(
+            {{"batch", 1}, {"features", std::max<std::int64_t>(1, std::llround(share))}});
+        forward(kernel, scaled(d, spec.kernels_per_tensor), 1);
     }
 
     // Runs the queued predictions, one batch per (kind, mode).
@@ -140,6 +142,18 @@ std::vector<LayerTime> estimate_layer_times(const PredictorBundle& bundle, const
         planner.forward(configs[row], {row, kForward, 1.0, TimeBasis::predicted});
         planner.backward(configs[row], {row, kBackward, 1.0, TimeBasis::predicted});
         planner.optimizer_step(configs[row], {row, kOptimizer, 1.0, TimeBasis::predicted});
+    }
+    planner.flush();
+    return out;
+}
+
+std::vector<LayerTime> estimate_update_times(const PredictorBundle& bundle, const std::vector<double>& tensor_elements,
+                                             const GpuSpec& gpu, const std::string& optimizer) {
+    find_optimizer(optimizer);
+    std::vector<LayerTime> out(tensor_elements.size());
+    Planner planner(bundle, gpu, optimizer, out);
+    for (std::size_t row = 0; row < tensor_elements.size(); ++row) {
+        if (tensor_elements[row] > 0) planner.update(tensor_elements[row], {row, kOptimizer, 1.0, TimeBasis::predicted});
     }
     planner.flush();
     return out;

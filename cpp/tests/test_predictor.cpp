@@ -95,6 +95,45 @@ TEST_F(BundleTest, UnknownKindOrModeIsNamed) {
     }
 }
 
+// Two trees over inputs (batch, in_features): tree 0 splits batch at 4 (NaN goes left), tree 1 is a single leaf.
+std::string tree_model(const std::string& objective = "reg:squarederror", const std::string& features = "2") {
+    return R"({"learner": {"objective": {"name": ")" + objective + R"("},
+        "learner_model_param": {"num_feature": ")" + features + R"(", "base_score": "5E-1"},
+        "gradient_booster": {"name": "gbtree", "model": {"trees": [
+          {"left_children": [1, -1, -1], "right_children": [2, -1, -1], "split_indices": [0, 0, 0],
+           "split_conditions": [4.0, 0.25, 2.0], "default_left": [1, 0, 0]},
+          {"left_children": [-1], "right_children": [-1], "split_indices": [0], "split_conditions": [-1.5],
+           "default_left": [false]}]}}}})";
+}
+
+TEST_F(BundleTest, TreeEnsembleFollowsXgboostSemantics) {
+    write("manifest.json", manifest(R"(["batch", "in_features"])", "xgboost"));
+    write("m.json", tree_model());
+    const auto bundle = prenet::PredictorBundle::load(folder_.string());
+    const auto ms = bundle.predict_ms("linear", "forward", linear_configs(), gpu(), "sgd");
+    EXPECT_NEAR(ms[0], std::exp(0.5 + 0.25 - 1.5), 1e-6);  // batch 2 < 4: left leaf
+    EXPECT_NEAR(ms[1], std::exp(0.5 + 2.0 - 1.5), 1e-6);   // batch 8: right leaf
+    // A split at exactly the threshold goes right (x < split is the left test).
+    const auto at_split = prenet::find_layer_kind("linear").configure({{"batch", 4}, {"in_features", 3}, {"out_features", 4}});
+    EXPECT_NEAR(bundle.predict_ms("linear", "forward", {at_split}, gpu(), "sgd")[0], std::exp(1.0), 1e-6);
+}
+
+TEST_F(BundleTest, TreeEnsembleErrorsAreClear) {
+    write("manifest.json", manifest(R"(["batch", "in_features"])", "random_forest"));
+    write("m.json", tree_model("binary:logistic"));
+    EXPECT_NE(load_error().find("objective 'binary:logistic' is not supported"), std::string::npos);
+    write("m.json", tree_model("reg:squarederror", "3"));
+    EXPECT_NE(load_error().find("the model takes 3 features, the bundle lists 2"), std::string::npos);
+    write("m.json", R"({"learner": {"objective": {"name": "reg:squarederror"}}})");
+    EXPECT_NE(load_error().find("lacks fields of an xgboost JSON model"), std::string::npos);
+    write("m.json", "{\"learner\": ");
+    EXPECT_NE(load_error().find("is not an xgboost JSON model"), std::string::npos);
+    auto cyclic = tree_model();
+    cyclic.replace(cyclic.find("[1, -1, -1]"), 11, "[0, -1, -1]");
+    write("m.json", cyclic);
+    EXPECT_NE(load_error().find("node 0 points outside the tree or the inputs"), std::string::npos);
+}
+
 TEST_F(BundleTest, LoadErrorsAreClear) {
     EXPECT_NE(load_error().find("cannot open"), std::string::npos);
     write("manifest.json", "{not json");

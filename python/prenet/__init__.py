@@ -4,9 +4,10 @@ Importing the package is cheap: torch, pandas and the native core load on first 
 """
 from ._version import __version__
 from .catalog import find_gpu, gpus
+from .estimate import predict
 from .layers import layer_features, layer_kinds
 from .model_features import model_features
 from .predictors import layer_time, predict_layer
 
 __all__ = ["__version__", "find_gpu", "gpus", "layer_features", "layer_kinds", "layer_time", "model_features",
-           "predict_layer"]
+           "predict", "predict_layer"]

@@ -39,6 +39,27 @@ def _features(args):
             print("not in a layer kind yet: " + ", ".join(f"{n} x{c}" for n, c in others.items()))
 
 
+def _predict(args):
+    from .estimate import predict
+    from .models import build_model
+
+    model, default_shape = build_model(args.model)
+    estimate = predict(model, batch=args.batch, gpu=args.gpu, input_shape=args.input_shape or default_shape,
+                       dataset_size=args.dataset_size, optimizer=args.optimizer, precision=args.precision)
+    if args.json:
+        print(json.dumps({"model": args.model, "gpu": estimate.gpu, "batch": estimate.batch,
+                          "dataset_size": estimate.dataset_size, "optimizer": estimate.optimizer,
+                          "precision": estimate.precision, "iterations": estimate.iterations,
+                          "epoch_seconds": estimate.epoch_seconds, "step_seconds": estimate.step_seconds,
+                          "device_ms": estimate.device_ms, "host_ms": estimate.host_ms,
+                          "optimizer_ms": estimate.optimizer_ms}))
+        return
+    with _pandas_display():
+        print(repr(estimate))
+        top = estimate.layers.sort_values("step_share", ascending=False).head(args.top)
+        print(top.to_string(index=False))
+
+
 def _gpus(args):
     from .catalog import gpus
 
@@ -98,6 +119,17 @@ def parser():
     c.add_argument("--max-minutes", type=float, help="stop cleanly after this long (resume later)")
     c.add_argument("--no-progress", action="store_true")
     c.set_defaults(run=_collect)
+    e = sub.add_parser("predict", help="predicted training time of a model: per step and per epoch")
+    e.add_argument("model", help="torchvision:NAME or package.module:factory")
+    e.add_argument("--gpu", default="V100", help="GPU name, alias or torch device name, or 'cpu' (default V100)")
+    e.add_argument("--batch", type=int, default=32)
+    e.add_argument("--input-shape", type=_shape, help="input shape without the batch, e.g. 3,224,224")
+    e.add_argument("--dataset-size", type=int, default=1024, help="samples per epoch (default 1024)")
+    e.add_argument("--optimizer", default="sgd", help="sgd (momentum 0.9), sgd_plain, adam, adamw, rmsprop, adagrad")
+    e.add_argument("--precision", default="fp32")
+    e.add_argument("--top", type=int, default=15, help="layers to list (default 15)")
+    e.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    e.set_defaults(run=_predict)
     g = sub.add_parser("gpus", help="list the hardware catalog")
     g.set_defaults(run=_gpus)
     k = sub.add_parser("kinds", help="list the layer kinds and their configuration keys")

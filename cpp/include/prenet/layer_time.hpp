@@ -34,4 +34,9 @@ struct LayerTime {
 std::vector<LayerTime> estimate_layer_times(const PredictorBundle& bundle, const std::vector<LayerConfig>& configs,
                                             const GpuSpec& gpu, const std::string& optimizer);
 
+// The optimizer's update of parameter tensors of the given element counts, one time per tensor, composed by the
+// optimizer rule above.
+std::vector<LayerTime> estimate_update_times(const PredictorBundle& bundle, const std::vector<double>& tensor_elements,
+                                             const GpuSpec& gpu, const std::string& optimizer);
+
 }  // namespace prenet

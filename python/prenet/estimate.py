@@ -1,0 +1,245 @@
+"""prenet.predict: the training time of a whole model, per step and per epoch, on a GPU of the catalog or on this
+machine's CPU, before paying for either.
+
+One training step is recorded operator by operator (prenet.op_trace), each operator is costed on the device by the
+layer predictors (prenet.op_costs, the native estimator), the optimizer's update per parameter tensor, and the
+host's work (dispatch, kernel launches, autograd, the optimizer's loop) from costs measured on this machine
+(prenet.host_cost). On a GPU the host enqueues work ahead of the device, so a step takes the larger of the two;
+on the CPU they add up. An epoch is ceil(dataset_size / batch) steps, the last one at the remaining batch.
+"""
+from dataclasses import dataclass, field
+
+from . import host_cost, op_costs, op_trace
+from .catalog import host_catalog
+from .predictors import resolve
+
+# Optimizer names as prenet.predict and prenet.measure take them (../shared/PROTOCOL.md: "sgd" is SGD with
+# momentum 0.9) -> the native optimizer table's names.
+OPTIMIZERS = {"sgd": "sgd_momentum", "sgd_nesterov": "sgd_momentum", "sgd_plain": "sgd", "adam": "adam",
+              "adamw": "adamw", "rmsprop": "rmsprop", "adagrad": "adagrad"}
+PRECISIONS = ("fp32",)
+
+
+@dataclass
+class Estimate:
+    """A predicted training time. `layers`: one row per module (and the autograd work no module owns) with its
+    operations, FLOPs, bytes, forward and backward milliseconds and share of the step; `ops`: every operator."""
+    gpu: str
+    batch: int
+    dataset_size: int
+    optimizer: str
+    precision: str
+    step_seconds: float
+    epoch_seconds: float
+    iterations: int
+    device_ms: float
+    host_ms: float
+    optimizer_ms: float
+    layers: object = field(repr=False)
+    ops: object = field(repr=False)
+
+    def __repr__(self):
+        bound = "host" if self.host_ms > self.device_ms else "device"
+        return (f"<prenet estimate: {self.epoch_seconds:.3f} s per epoch ({self.iterations} steps of batch "
+                f"{self.batch}, {self.dataset_size} samples) on {self.gpu}; step {1e3 * self.step_seconds:.2f} ms "
+                f"(device {self.device_ms:.2f} ms incl. optimizer {self.optimizer_ms:.2f} ms, host "
+                f"{self.host_ms:.2f} ms: {bound}-bound); {self.optimizer}, {self.precision}>")
+
+    def plot(self, top=15, ax=None):
+        """Horizontal bars of the `top` layers by share of the step (forward and backward stacked)."""
+        import matplotlib.pyplot as plt
+
+        table = self.layers.sort_values("step_share", ascending=False).head(top).iloc[::-1]
+        if ax is None:
+            _, ax = plt.subplots(figsize=(8, 0.35 * len(table) + 1.5))
+        ax.barh(table["name"], table["forward_ms"], label="forward")
+        ax.barh(table["name"], table["backward_ms"], left=table["forward_ms"], label="backward")
+        ax.set_xlabel("device milliseconds per step")
+        ax.set_title(f"Where the step goes: batch {self.batch} on {self.gpu}")
+        ax.legend()
+        return ax
+
+
+def _input_maker(model, input_shape, example_input):
+    """make_inputs(b): a batch of b samples, from an example (its first sample repeated) or a shape."""
+    import torch
+
+    if example_input is not None:
+        def repeat(tensor, b):
+            if not isinstance(tensor, torch.Tensor) or tensor.dim() == 0:
+                raise TypeError("example_input must be a tensor or a dict of tensors with a batch dimension first")
+            return tensor[:1].repeat((b,) + (1,) * (tensor.dim() - 1))
+
+        if isinstance(example_input, dict):
+            return lambda b: {key: repeat(value, b) for key, value in example_input.items()}
+        if isinstance(example_input, torch.Tensor):
+            return lambda b: repeat(example_input, b)
+        raise TypeError(f"example_input must be a tensor or a dict of tensors, got {type(example_input).__name__}")
+    if input_shape is None:
+        raise ValueError("give input_shape (without the batch dimension, e.g. (3, 224, 224)) or example_input")
+    shape = tuple(int(s) for s in input_shape)
+    if not shape or any(s < 1 for s in shape):
+        raise ValueError(f"input_shape {shape} must be non-empty sizes >= 1")
+    return lambda b: torch.randn((b,) + shape)
+
+
+def _check(model, batch, dataset_size, optimizer, precision):
+    import torch
+
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    for name, value in (("batch", batch), ("dataset_size", dataset_size)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r} is not supported yet; supported: {', '.join(PRECISIONS)}")
+
+
+def _device_times(ops, native, catalog, device, optimizer):
+    """Per op: (Work or None, milliseconds, basis)."""
+    works = [op_costs.work_of(op) for op in ops]
+    groups = {}
+    for index, work in enumerate(works):
+        if work is not None:
+            groups.setdefault((work.kind, work.part), []).append(index)
+    ms, basis = [0.0] * len(ops), ["view"] * len(ops)
+    for (kind, part), indices in groups.items():
+        configs = [works[i].config for i in indices]
+        try:
+            times = native.estimate(kind, configs, catalog, device, optimizer)
+        except ValueError:  # a configuration outside its kind's range: cost that op by its traffic
+            times = []
+            for i in indices:
+                try:
+                    times += native.estimate(kind, [works[i].config], catalog, device, optimizer)
+                except ValueError:
+                    op = ops[i]
+                    elements = sum(map(op_costs.numel, op.inputs)) + sum(op_costs.numel(s) for s in op.outputs if s)
+                    works[i] = op_costs.traffic(elements)
+                    times += native.estimate("add", [works[i].config], catalog, device, optimizer)
+        for i, t in zip(indices, times):
+            ms[i] = works[i].count * t[f"{part}_ms"]
+            basis[i] = works[i].how if works[i].how == "traffic" else t[f"{part}_basis"]
+    return works, ms, basis
+
+
+def _owners(ops, works):
+    """Module owning each op: its own for forward ops; for a backward op, the forward op of the same layer kind
+    and shape (the latest not yet matched); "(autograd)" for the rest."""
+    owners = [op.module for op in ops]
+    forward = [(i, w) for i, (op, w) in enumerate(zip(ops, works))
+               if op.phase == "forward" and w is not None and w.how == "layer"]
+    used = set()
+
+    def signature(work):
+        if work.kind == "linear":  # dX and dW products permute the forward's (rows, in, out)
+            c = work.config
+            return "linear", tuple(sorted((c["batch"] * c.get("seq_len", 1), c["in_features"], c["out_features"])))
+        return work.kind, tuple(sorted((k, v) for k, v in work.config.items() if k != "bias"))
+
+    for i, (op, work) in enumerate(zip(ops, works)):
+        if op.phase != "backward":
+            continue
+        owners[i] = "(autograd)"
+        if work is None or work.how != "layer":
+            continue
+        for j, fwork in reversed(forward):
+            if (j, signature(work)) not in used and signature(fwork) == signature(work):
+                owners[i] = ops[j].module or "(model)"
+                if work.kind != "linear":
+                    used.add((j, signature(work)))
+                break
+    return owners
+
+
+def _step(ops, model, native, catalog, device, optimizer, on_gpu, costs):
+    """(step ms, device ms, host ms, optimizer ms, per-op rows)."""
+    works, ms, basis = _device_times(ops, native, catalog, device, OPTIMIZERS[optimizer])
+    parameters = [p.numel() for p in model.parameters() if p.requires_grad]
+    update_ms = sum(native.update_ms([float(n) for n in parameters], catalog, device, OPTIMIZERS[optimizer]))
+    device_ms = sum(ms) + update_ms
+    kernels = sum(1 for w in works if w is not None)
+    per_tensor = costs["optimizer_tensor_us"]["adam" if optimizer.startswith("adam") else "sgd_momentum"]
+    modules = sum(1 for op in ops if op.phase == "forward" and op.name) and len(list(model.modules()))
+    host_us = (len(ops) * costs["op_us"] + modules * costs["module_call_us"] +
+               sum(1 for op in ops if op.phase == "backward") * costs["autograd_node_us"] +
+               len(parameters) * per_tensor)
+    if on_gpu:
+        host_us += (kernels + len(parameters)) * costs["cuda_launch_us"]
+        step_ms = max(device_ms, 1e-3 * host_us)
+    else:  # the CPU predictors' times already include each operator's dispatch
+        host_us = modules * costs["module_call_us"] + len(parameters) * per_tensor
+        step_ms = device_ms + 1e-3 * host_us
+    owners = _owners(ops, works)
+    rows = [{"module": owner, "phase": op.phase, "op": op.name, "kind": w.kind if w else None,
+             "how": b, "inputs": op.inputs, "outputs": op.outputs, "ms": t,
+             "config": w.config if w else None, "count": w.count if w else 0}
+            for op, w, t, b, owner in zip(ops, works, ms, basis, owners)]
+    return step_ms, device_ms, 1e-3 * host_us, update_ms, rows
+
+
+def _layers_table(rows, catalog, device, step_ms):
+    import pandas as pd
+
+    from ._native import core
+
+    ops = pd.DataFrame(rows)
+    flops, bytes_ = [], []
+    for row in rows:
+        if row["kind"] and row["config"]:
+            features = core().layer_features(row["kind"], row["config"], catalog, device)
+            part = "forward" if row["phase"] == "forward" and row["how"] != "traffic" else "backward"
+            flops.append(row["count"] * features[f"{part}_flops"] if row["how"] != "traffic" else 0.0)
+            bytes_.append(row["count"] * features["forward_bytes" if row["how"] == "traffic" else f"{part}_bytes"])
+        else:
+            flops.append(0.0)
+            bytes_.append(0.0)
+    ops["flops"], ops["bytes"] = flops, bytes_
+    first = ops[ops["phase"] == "forward"].groupby("module", sort=False)
+    layers = pd.DataFrame({
+        "kinds": first["kind"].agg(lambda k: ", ".join(sorted({x for x in k if x}))),
+        "input_shape": first["inputs"].agg(lambda s: s.iloc[0][0] if len(s.iloc[0]) else None),
+        "operations": ops.groupby("module", sort=False)["op"].count(),
+    })
+    per_phase = ops.pivot_table(index="module", columns="phase", values="ms", aggfunc="sum", fill_value=0.0)
+    layers = layers.join(per_phase, how="outer").rename(columns={"forward": "forward_ms", "backward": "backward_ms"})
+    for column in ("forward_ms", "backward_ms"):
+        if column not in layers:
+            layers[column] = 0.0
+    layers["flops"] = ops.groupby("module")["flops"].sum()
+    layers["bytes"] = ops.groupby("module")["bytes"].sum()
+    layers = layers.fillna({"forward_ms": 0.0, "backward_ms": 0.0, "operations": 0})
+    layers["step_share"] = (layers["forward_ms"] + layers["backward_ms"]) / step_ms
+    layers = layers.reset_index().rename(columns={"index": "name", "module": "name"})
+    return layers[["name", "kinds", "input_shape", "operations", "flops", "bytes", "forward_ms", "backward_ms",
+                   "step_share"]], ops
+
+
+def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, dataset_size=1024,
+            optimizer="sgd", precision="fp32", bundle=None):
+    """Predicted training time of `model` (see the module's description). `gpu`: a catalog name (prenet.gpus())
+    or "cpu" (this project's measured host CPU, one thread). Returns an Estimate."""
+    _check(model, batch, dataset_size, optimizer, precision)
+    native, catalog, device = resolve(gpu, bundle)
+    on_gpu = catalog is not host_catalog()
+    make_inputs = _input_maker(model, input_shape, example_input)
+    costs = host_cost.load()
+    was_training = model.training
+    model.train()
+    try:
+        traces = op_trace.trace_small(model, make_inputs)
+        sizes = [batch] * (dataset_size // batch) + ([dataset_size % batch] if dataset_size % batch else [])
+        steps = {}
+        for size in sorted(set(sizes)):
+            ops = op_trace.at_batch(traces, size, model, make_inputs)
+            steps[size] = _step(ops, model, native, catalog, device, optimizer, on_gpu, costs)
+    finally:
+        model.train(was_training)
+    step_ms, device_ms, host_ms, update_ms, rows = steps[batch] if batch in steps else steps[sizes[0]]
+    layers, ops = _layers_table(rows, catalog, device, step_ms)
+    epoch_ms = sum(steps[size][0] for size in sizes)
+    return Estimate(gpu=device, batch=batch, dataset_size=dataset_size, optimizer=optimizer, precision=precision,
+                    step_seconds=1e-3 * step_ms, epoch_seconds=1e-3 * epoch_ms, iterations=len(sizes),
+                    device_ms=device_ms, host_ms=host_ms, optimizer_ms=update_ms, layers=layers, ops=ops)

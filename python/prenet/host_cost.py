@@ -1,0 +1,106 @@
+"""Host-side cost of a training step: what the CPU spends per operator, per module call, per autograd node and
+per optimizer tensor before any device work, measured on this machine with tensors of one element (so the
+kernels themselves cost next to nothing), plus the launch of each device kernel.
+
+`python -m prenet.host_cost` measures and writes data/host_costs.json (packaged with prenet); prediction reads
+the packaged file. On a GPU the host enqueues kernels asynchronously, so a step takes about the larger of host
+and device time; on the CPU the two add up.
+"""
+import json
+import platform
+import time
+from pathlib import Path
+
+PACKAGED_COSTS = Path(__file__).resolve().parent / "data" / "host_costs.json"
+# Host-side cost of one cudaLaunchKernel; not measurable here (no GPU). 4 us is the middle of the 2-5 us that
+# published microbenchmarks of CUDA launch overhead report for current drivers.
+CUDA_LAUNCH_US = 4.0
+
+
+def _per_call_us(step, calls, repeats=15):
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - started)
+    return 1e6 * min(times) / calls  # the least disturbed run: the machine may be busy
+
+
+def _cpu_model():
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def measure():
+    """Per-call host costs in microseconds on this machine (one thread)."""
+    import torch
+
+    torch.set_num_threads(1)
+    a, b = torch.ones(1), torch.ones(1)
+    n = 2000
+
+    def ops():
+        for _ in range(n):
+            a + b
+
+    identity = torch.nn.Identity()
+
+    def modules():
+        for _ in range(n):
+            identity(a)
+
+    def direct():
+        for _ in range(n):
+            pass
+
+    chain = 500
+    leaf = torch.ones(1, requires_grad=True)
+
+    def backward():
+        y = leaf
+        for _ in range(chain):
+            y = y * 1.0
+        y.backward()
+
+    def forward_chain():
+        y = leaf
+        for _ in range(chain):
+            y = y * 1.0
+
+    tensors = [torch.nn.Parameter(torch.ones(1)) for _ in range(200)]
+    for t in tensors:
+        t.grad = torch.ones(1)
+    optimizers = {"sgd_momentum": torch.optim.SGD(tensors, lr=1e-3, momentum=0.9, foreach=True),
+                  "adam": torch.optim.Adam(tensors, lr=1e-3, foreach=True)}
+    per_tensor = {name: _per_call_us(opt.step, len(tensors)) for name, opt in optimizers.items()}
+    loop_us = _per_call_us(direct, n)
+    return {
+        "op_us": _per_call_us(ops, n) - loop_us,
+        "module_call_us": _per_call_us(modules, n) - loop_us,
+        "autograd_node_us": _per_call_us(backward, chain) - _per_call_us(forward_chain, chain),
+        "optimizer_tensor_us": per_tensor,
+        "cuda_launch_us": CUDA_LAUNCH_US,
+        "environment": {"host_cpu": _cpu_model(), "torch": torch.__version__,
+                        "python": platform.python_version(), "threads": 1, "date": time.strftime("%Y-%m-%d")},
+    }
+
+
+def load(path=None):
+    path = Path(path or PACKAGED_COSTS)
+    if not path.is_file():
+        raise FileNotFoundError(f"host cost file {path} is missing; measure it with `python -m prenet.host_cost`")
+    return json.loads(path.read_text())
+
+
+if __name__ == "__main__":
+    import sys
+
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("data/host_costs.json")
+    costs = measure()
+    out.write_text(json.dumps(costs, indent=1) + "\n")
+    print(json.dumps(costs, indent=1))

@@ -1,0 +1,192 @@
+"""What each recorded operator costs: one table from aten operator to the work it does, as a layer kind of the
+native table (so its predictor times it) or as memory traffic (an add-shaped kernel moving the same elements).
+
+Views and metadata operators run no kernel. Everything else is counted: an operator this table does not name
+is costed by the elements it reads and writes and listed as such, never dropped.
+"""
+import math
+from dataclasses import dataclass
+
+from .op_trace import TENSOR
+
+# Operators that only make views or read metadata: no kernel runs (the dispatcher is still paid on the host).
+VIEWS = {"view", "_reshape_alias", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "unsqueeze",
+         "squeeze", "unsqueeze_", "squeeze_", "slice", "select", "as_strided", "detach", "alias", "split",
+         "split_with_sizes", "chunk", "unbind", "empty", "empty_like", "empty_strided", "lift_fresh", "numpy_T",
+         "_to_copy_noop", "expand_as", "view_as", "narrow", "unflatten", "flatten"}
+
+
+@dataclass
+class Work:
+    """A piece of device work: `part` ("forward" or "backward") of a layer `kind` with `config`, `count` times."""
+    kind: str
+    config: dict
+    part: str = "forward"
+    count: float = 1.0
+    how: str = "layer"  # "layer": a layer kind's own predictor; "traffic": elements moved, as an add
+
+
+def numel(shape):
+    return math.prod(shape) if shape else 1
+
+
+def traffic(elements, how="traffic"):
+    """An add-shaped kernel moving `elements` elements (an add moves 3 per output element)."""
+    return Work("add", {"batch": 1, "features": max(1, math.ceil(elements / 3))}, how=how)
+
+
+def _conv(x, w, bias, stride, padding, groups, part, count=1.0):
+    if len(x) != 4 or len(w) != 4:
+        return None
+    # Non-square kernels and inputs are mapped to the square ones of the same area (the same multiply-adds).
+    side = round(math.sqrt(w[2] * w[3]))
+    return Work("conv2d", {"batch": x[0], "in_channels": x[1], "out_channels": w[0], "kernel_size": side,
+                           "stride": round(math.sqrt(stride[0] * stride[1])),
+                           "padding": round(math.sqrt(padding[0] * padding[1])),
+                           "height": round(math.sqrt(x[2] * x[3])), "width": round(math.sqrt(x[2] * x[3])),
+                           "groups": groups, "bias": int(bias)}, part, count)
+
+
+def convolution(op):
+    x, w = op.inputs[0], op.inputs[1]
+    _, _, bias, stride, padding, dilation, transposed, _, groups = op.arguments[:9]
+    if transposed or any(d != 1 for d in dilation):
+        return None
+    return _conv(x, w, bias == TENSOR, stride, padding, groups, "forward")
+
+
+def convolution_backward(op):
+    _, x, w = op.inputs[:3]
+    bias_sizes, stride, padding, dilation, transposed, _, groups, mask = op.arguments[3:11]
+    if transposed or any(d != 1 for d in dilation):
+        return None
+    # The composed backward has an input- and a weight-gradient convolution; the first layer needs no dX.
+    return _conv(x, w, bool(mask[2]), stride, padding, groups, "backward", 1.0 if mask[0] else 0.5)
+
+
+def addmm(op):
+    _, a, b = op.inputs[:3]
+    return Work("linear", {"batch": 1, "seq_len": a[0], "in_features": a[1], "out_features": b[1], "bias": 1})
+
+
+def mm(op):
+    a, b = op.inputs[:2]
+    return Work("linear", {"batch": 1, "seq_len": a[0], "in_features": a[1], "out_features": b[1], "bias": 0})
+
+
+def bmm(op):
+    a, b = op.inputs[-2:]  # baddbmm has the added tensor first
+    return Work("bmm", {"batch": a[0], "m": a[1], "k": a[2], "n": b[2]})
+
+
+def _layer_norm(x, normalized, affine, part):
+    n = numel(normalized)
+    return Work("layer_norm", {"batch": numel(x) // n, "normalized_shape": n, "elementwise_affine": int(affine)}, part)
+
+
+def layer_norm(op):
+    return _layer_norm(op.inputs[0], op.arguments[1], op.arguments[2] == TENSOR, "forward")
+
+
+def layer_norm_backward(op):
+    return _layer_norm(op.inputs[1], op.arguments[2], op.arguments[5] == TENSOR, "backward")
+
+
+def _batch_norm(x, part):
+    spatial = numel(x[2:])
+    return Work("batchnorm2d", {"batch": x[0], "channels": x[1] if len(x) > 1 else 1, "height": spatial, "width": 1},
+                part)
+
+
+def _pool(kind, x, arguments, part):
+    """Pooling from aten's (kernel_size, stride=[] meaning kernel_size, padding=0, ...) positional arguments."""
+    def pair(value):
+        return list(value) * (2 if len(value) == 1 else 1) if isinstance(value, (list, tuple)) else [value, value]
+
+    kernel = pair(arguments[0])
+    stride = pair(arguments[1]) if len(arguments) > 1 and arguments[1] else kernel
+    padding = pair(arguments[2]) if len(arguments) > 2 else [0, 0]
+    if len(x) != 4 or len(set(kernel)) != 1 or len(set(stride)) != 1 or len(set(padding)) != 1:
+        return None
+    return Work(kind, {"batch": x[0], "channels": x[1], "height": x[2], "width": x[3], "kernel_size": kernel[0],
+                       "stride": stride[0], "padding": padding[0]}, part)
+
+
+def _adaptive(x, out, part):
+    if len(x) != 4 or x[2] % out[-2] or x[3] % out[-1] or x[2] // out[-2] != x[3] // out[-1]:
+        return None
+    k = x[2] // out[-2]
+    return Work("avgpool2d", {"batch": x[0], "channels": x[1], "height": x[2], "width": x[3], "kernel_size": k,
+                              "stride": k, "padding": 0}, part)
+
+
+def _rows(kind, shape, part, dim=-1):
+    features = shape[dim] if shape else 1
+    return Work(kind, {"batch": max(1, numel(shape) // max(1, features)), "features": features}, part)
+
+
+def pointwise(kind, part, which=0):
+    return lambda op: Work(kind, {"batch": 1, "features": numel(op.inputs[which])}, part)
+
+
+def add(op):
+    if len(op.inputs) == 2 and op.inputs[0] == op.inputs[1]:
+        return Work("add", {"batch": 1, "features": numel(op.inputs[0])})
+    return None  # a broadcast or scalar add: costed by traffic
+
+
+def embedding(op):
+    weight, indices = op.inputs[:2]
+    return Work("embedding", {"batch": 1, "seq_len": numel(indices), "num_embeddings": weight[0],
+                              "embedding_dim": weight[1]})
+
+
+def embedding_backward(op):
+    grad, indices = op.inputs[:2]
+    return Work("embedding", {"batch": 1, "seq_len": numel(indices), "num_embeddings": op.arguments[2],
+                              "embedding_dim": grad[-1]}, "backward")
+
+
+# aten operator (overload packet) -> the work it does; None from a rule means "costed by traffic".
+RULES = {
+    "convolution": convolution, "convolution_backward": convolution_backward,
+    "addmm": addmm, "mm": mm, "bmm": bmm, "baddbmm": bmm,
+    "native_layer_norm": layer_norm, "native_layer_norm_backward": layer_norm_backward,
+    "native_batch_norm": lambda op: _batch_norm(op.inputs[0], "forward"),
+    "_native_batch_norm_legit": lambda op: _batch_norm(op.inputs[0], "forward"),
+    "native_batch_norm_backward": lambda op: _batch_norm(op.inputs[1], "backward"),
+    "max_pool2d_with_indices": lambda op: _pool("maxpool2d", op.inputs[0], op.arguments[1:], "forward"),
+    "max_pool2d_with_indices_backward": lambda op: _pool("maxpool2d", op.inputs[1], op.arguments[2:], "backward"),
+    "avg_pool2d": lambda op: _pool("avgpool2d", op.inputs[0], op.arguments[1:], "forward"),
+    "avg_pool2d_backward": lambda op: _pool("avgpool2d", op.inputs[1], op.arguments[2:], "backward"),
+    "_adaptive_avg_pool2d": lambda op: _adaptive(op.inputs[0], op.outputs[0], "forward"),
+    "_adaptive_avg_pool2d_backward": lambda op: _adaptive(op.inputs[1], op.inputs[0], "backward"),
+    "relu": pointwise("relu", "forward"), "relu_": pointwise("relu", "forward"),
+    "threshold_backward": pointwise("relu", "backward"),
+    "hardtanh": pointwise("relu", "forward"), "hardtanh_": pointwise("relu", "forward"),
+    "hardtanh_backward": pointwise("relu", "backward"),
+    "gelu": pointwise("gelu", "forward"), "gelu_backward": pointwise("gelu", "backward"),
+    "tanh": pointwise("tanh", "forward"), "tanh_backward": pointwise("tanh", "backward"),
+    "sigmoid": pointwise("sigmoid", "forward"), "sigmoid_backward": pointwise("sigmoid", "backward"),
+    "silu": pointwise("silu", "forward"), "silu_": pointwise("silu", "forward"),
+    "silu_backward": pointwise("silu", "backward"),
+    "_softmax": lambda op: _rows("softmax", op.inputs[0], "forward", op.arguments[1]),
+    "_log_softmax": lambda op: _rows("softmax", op.inputs[0], "forward", op.arguments[1]),
+    "_softmax_backward_data": lambda op: _rows("softmax", op.inputs[0], "backward", op.arguments[2]),
+    "_log_softmax_backward_data": lambda op: _rows("softmax", op.inputs[0], "backward", op.arguments[2]),
+    "add": add, "add_": add,
+    "embedding": embedding, "embedding_dense_backward": embedding_backward,
+}
+
+
+def work_of(op):
+    """The Work of one recorded op, or None for a view (no kernel)."""
+    base = op.name.split(".")[0]
+    if base in VIEWS:
+        return None
+    rule = RULES.get(base)
+    found = rule(op) if rule else None
+    if found is not None:
+        return found
+    elements = sum(numel(s) for s in op.inputs) + sum(numel(s) for s in op.outputs if s is not None)
+    return traffic(elements)

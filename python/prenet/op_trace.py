@@ -1,0 +1,158 @@
+"""Every operation of one training step of a model, with its real shapes: forward, loss and backward, recorded
+at the level of PyTorch's operators (aten), not of modules, so functional code (a residual add, attention written
+with matmul and softmax, a reshape) is seen like any layer.
+
+Recording runs the model for real, but only at two small batches (2 and 3): the shapes at the requested batch are
+extrapolated per dimension (a dimension that grows by d from batch 2 to 3 grows by d per sample), so no real
+compute is paid at the requested batch. Should the two small traces differ in their operations (control flow
+that depends on the batch), the step is traced at the requested batch instead.
+"""
+from dataclasses import dataclass, field
+
+# Stands in `Op.arguments` for a positional tensor argument (its shape is in `Op.inputs`).
+TENSOR = "<tensor>"
+# Traced batches: two, so that batch-proportional dimensions can be told from fixed ones; from 2, because some
+# layers (BatchNorm in training mode on a 1x1 map) reject a batch of 1.
+TRACE_BATCHES = (2, 3)
+
+
+@dataclass
+class Op:
+    """One operator call: `name` as aten names its overload ("convolution.default"), `phase` (forward, backward),
+    the shapes of its tensor inputs and outputs (None for a non-tensor output), its positional arguments (TENSOR
+    where a tensor stands), the module
+    that was running (the innermost one, "" outside any), and the dtype of its first tensor input."""
+    phase: str
+    name: str
+    inputs: list
+    outputs: list
+    arguments: list
+    module: str
+    dtype: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+def _recorder():
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    class Recorder(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops, self.phase, self.modules = [], "forward", []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            flat_in, _ = tree_flatten((args, kwargs or {}))
+            flat_out, _ = tree_flatten(out)
+            tensors = [a for a in flat_in if isinstance(a, torch.Tensor)]
+            self.ops.append(Op(
+                phase=self.phase, name=func.__name__,
+                inputs=[tuple(t.shape) for t in tensors],
+                outputs=[tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in flat_out],
+                arguments=[TENSOR if isinstance(a, torch.Tensor) else a for a in args],
+                module=self.modules[-1] if self.modules else "",
+                dtype=str(tensors[0].dtype).replace("torch.", "") if tensors else ""))
+            return out
+
+    return Recorder()
+
+
+def _first_tensor(value):
+    """The tensor a training loss is taken from: the output itself, a model output's `loss` or `logits`, or the
+    first tensor of a tuple, list or dict."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value
+    for key in ("loss", "logits"):
+        found = value.get(key) if hasattr(value, "get") else getattr(value, key, None)
+        if isinstance(found, torch.Tensor):
+            return found
+    items = value.values() if hasattr(value, "values") else value if isinstance(value, (tuple, list)) else ()
+    for item in items:
+        found = _first_tensor(item)
+        if found is not None:
+            return found
+    return None
+
+
+def trace_once(model, inputs):
+    """The ops of one forward, loss (the model's own loss if it returns one, else the mean of its first output:
+    a cross-entropy costs about as much) and backward, on `inputs` as given."""
+    import torch
+
+    recorder = _recorder()
+    def enter(label):
+        def hook(module, inputs):
+            recorder.modules.append(label)
+        return hook
+
+    def leave(module, inputs, output):
+        recorder.modules.pop()
+
+    handles = []
+    for name, module in model.named_modules():
+        handles.append(module.register_forward_pre_hook(enter(name or type(module).__name__)))
+        handles.append(module.register_forward_hook(leave))
+    model.zero_grad(set_to_none=True)
+    try:
+        with recorder:
+            output = model(**inputs) if isinstance(inputs, dict) else model(inputs)
+            tensor = _first_tensor(output)
+            if tensor is None:
+                raise ValueError(f"the model returned no tensor to train on ({type(output).__name__})")
+            loss = tensor if tensor.dim() == 0 else tensor.float().mean()
+            recorder.phase, recorder.modules = "backward", []
+            loss.backward()
+    except Exception as error:
+        if isinstance(error, ValueError) and "returned no tensor" in str(error):
+            raise
+        where = recorder.modules[-1] if recorder.modules else "before any module"
+        raise ValueError(f"the model rejected the input (failed in module '{where}'): {error}") from error
+    finally:
+        for handle in handles:
+            handle.remove()
+        model.zero_grad(set_to_none=True)
+    return recorder.ops
+
+
+def _scale(small, large, batch):
+    """Per dimension: fixed where the two traces agree, else grown linearly to `batch`."""
+    b0, b1 = TRACE_BATCHES
+    if small is None or large is None:
+        return small
+    return tuple(a if a == b else a + (b - a) * (batch - b0) // (b1 - b0) for a, b in zip(small, large))
+
+
+def trace_small(model, make_inputs):
+    """The ops of a training step at the two TRACE_BATCHES; `make_inputs(b)` builds inputs of b samples."""
+    return tuple(trace_once(model, make_inputs(b)) for b in TRACE_BATCHES)
+
+
+def at_batch(traces, batch, model=None, make_inputs=None):
+    """Ops of one training step at `batch`, extrapolated from `traces` (trace_small); where the two traces differ
+    in their operations, the step is traced at `batch` itself (needs `model` and `make_inputs`)."""
+    import copy
+
+    first, second = traces
+    same = len(first) == len(second) and all(
+        a.name == b.name and len(a.inputs) == len(b.inputs) and len(a.outputs) == len(b.outputs)
+        for a, b in zip(first, second))
+    if not same:
+        if model is None:
+            raise ValueError("the model runs different operations at different batch sizes; trace it at the batch")
+        return trace_once(model, make_inputs(batch))
+    ops = []
+    for small, large in zip(first, second):
+        op = copy.copy(small)
+        op.inputs = [_scale(x, y, batch) for x, y in zip(small.inputs, large.inputs)]
+        op.outputs = [_scale(x, y, batch) for x, y in zip(small.outputs, large.outputs)]
+        # Arguments that are sizes (views, expands) scale like shapes; others (strides, flags) stay.
+        op.arguments = [_scale(tuple(x), tuple(y), batch) if isinstance(x, (list, tuple)) and
+                        isinstance(y, (list, tuple)) and len(x) == len(y) and
+                        all(isinstance(v, int) for v in list(x) + list(y)) and tuple(x) != tuple(y) else x
+                        for x, y in zip(small.arguments, large.arguments)]
+        ops.append(op)
+    return ops

@@ -1,0 +1,107 @@
+"""prenet.predict: whole-model training time from the operator-level walk, and its errors."""
+import json
+import math
+
+import pytest
+import torch
+import torch.nn as nn
+
+import prenet
+from prenet import op_trace
+
+
+class SmallCnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.pool = nn.MaxPool2d(2)
+        self.fc = nn.Linear(8 * 8 * 8, 10)
+
+    def forward(self, x):
+        y = self.pool(torch.relu(self.bn(self.conv(x))))
+        return self.fc(y.flatten(1))
+
+
+class FunctionalBlock(nn.Module):
+    """Attention written with matmul and softmax, and a residual add, as Hugging Face models do."""
+
+    def __init__(self, dim=16):
+        super().__init__()
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.norm = nn.LayerNorm(dim)
+
+    def forward(self, input_ids=None, features=None):
+        q, k, v = self.qkv(features).chunk(3, dim=-1)
+        attention = torch.softmax(q @ k.transpose(-1, -2) / 4.0, dim=-1)
+        return self.norm(features + attention @ v)
+
+
+def test_epoch_is_the_steps_of_every_batch_including_the_last_partial_one():
+    estimate = prenet.predict(SmallCnn(), batch=8, gpu="V100", input_shape=(3, 16, 16), dataset_size=20)
+    assert estimate.iterations == 3
+    partial = prenet.predict(SmallCnn(), batch=4, gpu="V100", input_shape=(3, 16, 16), dataset_size=4)
+    assert estimate.epoch_seconds == pytest.approx(2 * estimate.step_seconds + partial.step_seconds, rel=1e-9)
+    assert estimate.step_seconds == pytest.approx(1e-3 * max(estimate.device_ms, estimate.host_ms))
+    assert "per epoch" in repr(estimate) and "V100" in repr(estimate)
+    layers = estimate.layers.set_index("name")
+    for name in ("conv", "bn", "pool", "fc"):
+        assert layers.loc[name, "forward_ms"] > 0, name
+    assert layers.loc["conv", "backward_ms"] > 0 and layers.loc["conv", "flops"] > 0
+    assert set(layers.columns) >= {"kinds", "operations", "flops", "bytes", "forward_ms", "backward_ms", "step_share"}
+
+
+def test_functional_operations_are_counted_not_dropped():
+    model = FunctionalBlock()
+    inputs = {"features": torch.randn(1, 12, 16)}
+    estimate = prenet.predict(model, batch=4, gpu="A100", example_input=inputs, dataset_size=8)
+    ops = estimate.ops
+    forward = ops[ops["phase"] == "forward"]
+    assert {"bmm", "softmax", "add", "linear", "layer_norm"} <= set(forward["kind"].dropna())
+    assert (ops.loc[ops["how"] != "view", "ms"] > 0).all()
+    assert (ops.loc[ops["how"] == "view", "ms"] == 0).all()
+    # Every operator of the step is in the table, backward ones included.
+    assert len(ops[ops["phase"] == "backward"]) > 5
+
+
+def test_shapes_extrapolated_from_small_batches_match_a_trace_at_the_batch():
+    model = SmallCnn()
+    make = lambda b: torch.randn(b, 3, 16, 16)  # noqa: E731
+    extrapolated = op_trace.at_batch(op_trace.trace_small(model, make), 7)
+    direct = op_trace.trace_once(model, make(7))
+    assert [(o.name, o.inputs, o.outputs) for o in extrapolated] == [(o.name, o.inputs, o.outputs) for o in direct]
+
+
+def test_optimizer_with_more_state_costs_more():
+    sgd = prenet.predict(SmallCnn(), batch=16, gpu="T4", input_shape=(3, 16, 16), optimizer="sgd_plain")
+    adam = prenet.predict(SmallCnn(), batch=16, gpu="T4", input_shape=(3, 16, 16), optimizer="adam")
+    assert adam.optimizer_ms > sgd.optimizer_ms > 0
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    (dict(gpu="T5000"), ValueError, "unknown GPU 'T5000'; closest known"),
+    (dict(batch=0), ValueError, "batch must be an integer >= 1"),
+    (dict(dataset_size=-3), ValueError, "dataset_size must be an integer >= 1"),
+    (dict(optimizer="lion"), ValueError, "unknown optimizer 'lion'; known: sgd"),
+    (dict(precision="fp8"), ValueError, "precision 'fp8' is not supported yet; supported: fp32"),
+    (dict(input_shape=(3, 20, 20)), ValueError, "failed in module 'fc'"),
+    (dict(input_shape=None), ValueError, "give input_shape"),
+])
+def test_bad_input_is_named(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        prenet.predict(SmallCnn(), **{**dict(batch=4, gpu="V100", input_shape=(3, 16, 16)), **kwargs})
+
+
+def test_not_a_model_is_a_type_error():
+    with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
+        prenet.predict(lambda x: x, batch=4, input_shape=(3,))
+
+
+def test_command_line_prints_one_json_object(run_prenet):
+    done = run_prenet("predict", "torchvision:resnet18", "--batch", "4", "--gpu", "H100", "--input-shape", "3,64,64",
+                      "--dataset-size", "10", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["iterations"] == 3 and math.isfinite(result["epoch_seconds"]) and result["step_seconds"] > 0
+    bad = run_prenet("predict", "torchvision:resnet18", "--gpu", "H1000")
+    assert bad.returncode == 2 and "unknown GPU" in bad.stderr

@@ -105,3 +105,33 @@ def test_command_line_prints_one_json_object(run_prenet):
     assert result["iterations"] == 3 and math.isfinite(result["epoch_seconds"]) and result["step_seconds"] > 0
     bad = run_prenet("predict", "torchvision:resnet18", "--gpu", "H1000")
     assert bad.returncode == 2 and "unknown GPU" in bad.stderr
+
+
+def test_measure_follows_the_protocol_on_the_cpu():
+    result = prenet.measure(SmallCnn(), batch=4, input_shape=(3, 16, 16), dataset_size=10, device="cpu",
+                            optimizer="adam")
+    assert result.iterations == 3 and len(result.epochs) == 3
+    assert result.epoch_min_seconds <= result.epoch_seconds <= result.epoch_max_seconds
+    assert result.step_seconds == pytest.approx(result.epoch_seconds / 3)
+    env = result.environment
+    assert env["params"] == sum(p.numel() for p in SmallCnn().parameters())
+    assert {"host_cpu", "torch", "device_units", "precision", "optimizer", "batch", "dataset_size"} <= set(env)
+    assert "per epoch" in repr(result)
+
+
+def test_measure_names_what_it_cannot_do():
+    with pytest.raises(ValueError, match="repeats must be an integer >= 3"):
+        prenet.measure(SmallCnn(), batch=4, input_shape=(3, 16, 16), device="cpu", repeats=1)
+    with pytest.raises(ValueError, match="unknown precision 'int4'"):
+        prenet.measure(SmallCnn(), batch=4, input_shape=(3, 16, 16), device="cpu", precision="int4")
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="CUDA is not available"):
+            prenet.measure(SmallCnn(), batch=4, input_shape=(3, 16, 16), device="cuda")
+
+
+def test_measure_command_line(run_prenet):
+    done = run_prenet("measure", "torchvision:resnet18", "--device", "cpu", "--batch", "2", "--input-shape",
+                      "3,32,32", "--dataset-size", "4", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["iterations"] == 2 and len(result["epochs"]) == 3 and result["epoch_seconds"] > 0

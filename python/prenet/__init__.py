@@ -6,8 +6,9 @@ from ._version import __version__
 from .catalog import find_gpu, gpus
 from .estimate import predict
 from .layers import layer_features, layer_kinds
+from .measure import measure
 from .model_features import model_features
 from .predictors import layer_time, predict_layer
 
-__all__ = ["__version__", "find_gpu", "gpus", "layer_features", "layer_kinds", "layer_time", "model_features",
-           "predict", "predict_layer"]
+__all__ = ["__version__", "find_gpu", "gpus", "layer_features", "layer_kinds", "layer_time", "measure",
+           "model_features", "predict", "predict_layer"]

@@ -60,6 +60,25 @@ def _predict(args):
         print(top.to_string(index=False))
 
 
+def _measure(args):
+    from .measure import measure
+    from .models import build_model
+
+    model, default_shape = build_model(args.model)
+    result = measure(model, batch=args.batch, input_shape=args.input_shape or default_shape,
+                     dataset_size=args.dataset_size, optimizer=args.optimizer, precision=args.precision,
+                     device=args.device, repeats=args.repeats)
+    if args.json:
+        print(json.dumps({"model": args.model, "device": result.device, "batch": result.batch,
+                          "dataset_size": result.dataset_size, "optimizer": result.optimizer,
+                          "precision": result.precision, "iterations": result.iterations,
+                          "epoch_seconds": result.epoch_seconds, "epoch_min_seconds": result.epoch_min_seconds,
+                          "epoch_max_seconds": result.epoch_max_seconds, "step_seconds": result.step_seconds,
+                          "epochs": result.epochs, "environment": result.environment}))
+    else:
+        print(repr(result))
+
+
 def _gpus(args):
     from .catalog import gpus
 
@@ -130,6 +149,17 @@ def parser():
     e.add_argument("--top", type=int, default=15, help="layers to list (default 15)")
     e.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     e.set_defaults(run=_predict)
+    m = sub.add_parser("measure", help="measured training epoch of a model (../shared/PROTOCOL.md)")
+    m.add_argument("model", help="torchvision:NAME or package.module:factory")
+    m.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default cuda)")
+    m.add_argument("--batch", type=int, default=32)
+    m.add_argument("--input-shape", type=_shape, help="input shape without the batch, e.g. 3,224,224")
+    m.add_argument("--dataset-size", type=int, default=1024, help="samples per epoch (default 1024)")
+    m.add_argument("--optimizer", default="sgd", help="sgd (momentum 0.9), sgd_plain, adam, adamw, rmsprop, adagrad")
+    m.add_argument("--precision", default="fp32", help="fp32, bf16 or fp16 (autocast)")
+    m.add_argument("--repeats", type=int, default=3, help="timed epochs after the warm-up (>= 3)")
+    m.add_argument("--json", action="store_true", help="print one JSON object")
+    m.set_defaults(run=_measure)
     g = sub.add_parser("gpus", help="list the hardware catalog")
     g.set_defaults(run=_gpus)
     k = sub.add_parser("kinds", help="list the layer kinds and their configuration keys")

@@ -1,0 +1,154 @@
+"""prenet.measure: the measured epoch time of a model, exactly as ../shared/PROTOCOL.md defines the ground truth
+that every prediction is judged against, so that a user can check a prediction on their own machine.
+
+N synthetic samples resident on the device, consumed in order in batches of B (the last partial batch kept);
+one step = zero_grad(set_to_none=True), forward, loss, backward, optimizer step; the loss is the model's own when
+it returns one (Hugging Face models called with labels=), else cross-entropy on the logits (per token for
+sequence outputs) against random labels. One warm-up epoch, then `repeats` (>= 3) timed epochs, each between two
+device synchronisations on the host's monotonic clock; the median epoch is reported with min and max.
+"""
+import platform
+import statistics
+import time
+from dataclasses import dataclass, field
+
+from .estimate import _check, _input_maker
+
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+@dataclass
+class Measurement:
+    """A measured training time, with the fields of an Estimate where they apply."""
+    device: str
+    batch: int
+    dataset_size: int
+    optimizer: str
+    precision: str
+    epoch_seconds: float
+    epoch_min_seconds: float
+    epoch_max_seconds: float
+    step_seconds: float
+    iterations: int
+    epochs: list = field(repr=False)
+    environment: dict = field(repr=False)
+
+    def __repr__(self):
+        return (f"<prenet measurement: {self.epoch_seconds:.3f} s per epoch (min {self.epoch_min_seconds:.3f}, max "
+                f"{self.epoch_max_seconds:.3f}; {self.iterations} steps of batch {self.batch}) on {self.device}; "
+                f"{self.optimizer}, {self.precision}>")
+
+
+def make_optimizer(name, parameters):
+    """The protocol's optimizers: 'sgd' is SGD with momentum 0.9; default hyper-parameters otherwise."""
+    import torch
+
+    builders = {"sgd": lambda p: torch.optim.SGD(p, lr=1e-3, momentum=0.9),
+                "sgd_nesterov": lambda p: torch.optim.SGD(p, lr=1e-3, momentum=0.9, nesterov=True),
+                "sgd_plain": lambda p: torch.optim.SGD(p, lr=1e-3), "adam": torch.optim.Adam,
+                "adamw": torch.optim.AdamW, "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad}
+    return builders[name](parameters)
+
+
+def _loss(output):
+    """The model's own loss, else cross-entropy of its logits against random labels."""
+    import torch
+
+    own = output.get("loss") if hasattr(output, "get") else getattr(output, "loss", None)
+    if isinstance(own, torch.Tensor):
+        return own
+    logits = output if isinstance(output, torch.Tensor) else (
+        output.get("logits") if hasattr(output, "get") else getattr(output, "logits", None))
+    if logits is None and isinstance(output, (tuple, list)):
+        logits = output[0]
+    if not isinstance(logits, torch.Tensor):
+        raise ValueError(f"cannot take a loss from the model's output ({type(output).__name__})")
+    if logits.dim() < 2:
+        return logits.float().mean()
+    classes = logits.shape[-1]
+    flat = logits.reshape(-1, classes).float()
+    labels = torch.randint(classes, (flat.shape[0],), device=logits.device)
+    return torch.nn.functional.cross_entropy(flat, labels)
+
+
+def _environment(model, device):
+    import torch
+
+    env = {"host_cpu": platform.processor() or platform.machine(), "torch": torch.__version__,
+           "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available()
+           else None, "params": sum(p.numel() for p in model.parameters()), "model": type(model).__name__}
+    try:
+        from .host_cost import _cpu_model
+
+        env["host_cpu"] = _cpu_model()
+    except Exception:  # noqa: BLE001 - the CPU name is informative only
+        pass
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        env.update(device_name=props.name, device_units=props.multi_processor_count, device_units_kind="SMs",
+                   peak_memory_mib=torch.cuda.max_memory_allocated(device) / 2**20)
+    else:
+        env.update(device_name=env["host_cpu"], device_units=torch.get_num_threads(), device_units_kind="threads")
+    return env
+
+
+def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=1024, optimizer="sgd",
+            precision="fp32", device="cuda", repeats=3):
+    """Measures the model's training epoch on `device` ("cuda", "cuda:N" or "cpu") by the protocol."""
+    import torch
+
+    _check(model, batch, dataset_size, optimizer, "fp32")
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
+    if not isinstance(repeats, int) or repeats < 3:
+        raise ValueError(f"repeats must be an integer >= 3 (the protocol times at least 3 epochs), got {repeats!r}")
+    device = torch.device(device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("CUDA is not available on this machine; measure with device='cpu' or on a GPU machine")
+    model = model.to(device).train()
+    make_inputs = _input_maker(model, input_shape, example_input)
+    data = make_inputs(dataset_size)  # resident on the device, consumed in order
+    data = {k: v.to(device) for k, v in data.items()} if isinstance(data, dict) else data.to(device)
+    sizes = [batch] * (dataset_size // batch) + ([dataset_size % batch] if dataset_size % batch else [])
+    opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    scaler = torch.cuda.amp.GradScaler() if precision == "fp16" and device.type == "cuda" else None
+
+    def synchronize():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    def epoch():
+        start = 0
+        for size in sizes:
+            chunk = ({k: v[start:start + size] for k, v in data.items()} if isinstance(data, dict)
+                     else data[start:start + size])
+            start += size
+            opt.zero_grad(set_to_none=True)
+            with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
+                output = model(**chunk) if isinstance(chunk, dict) else model(chunk)
+                loss = _loss(output)
+            if scaler:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
+
+    epoch()  # warm-up
+    times = []
+    for _ in range(repeats):
+        synchronize()
+        started = time.monotonic()
+        epoch()
+        synchronize()
+        times.append(time.monotonic() - started)
+    median = statistics.median(times)
+    env = _environment(model, device)
+    env.update(precision=precision, optimizer=optimizer, batch=batch, dataset_size=dataset_size,
+               python=platform.python_version())
+    return Measurement(device=env["device_name"], batch=batch, dataset_size=dataset_size, optimizer=optimizer,
+                       precision=precision, epoch_seconds=median, epoch_min_seconds=min(times),
+                       epoch_max_seconds=max(times), step_seconds=median / len(sizes), iterations=len(sizes),
+                       epochs=times, environment=env)

@@ -4,4 +4,4 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$ROOT/scripts/setup.sh"
 cd "$ROOT"
-exec .venv/bin/prenet features torchvision:vgg16 --gpu V100 --batch 32 "$@"
+exec .venv/bin/prenet predict torchvision:vgg16 --gpu V100 --batch 32 "$@"

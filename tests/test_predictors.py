@@ -169,3 +169,19 @@ def test_optimizers_cost_by_their_traffic_and_unknown_ones_are_named():
     assert times["sgd"] < times["sgd_momentum"] < times["adam"] < times["adamw"]
     with pytest.raises(ValueError, match="unknown optimizer 'lion'; known optimizers: sgd"):
         prenet.predict_layer("linear", gpu="A100", mode="train", optimizer="lion", **config)
+
+
+def test_packaged_cpu_bundle_predicts_every_part_directly():
+    """The CPU set measures every mode, so on "cpu" nothing is composed: each part has its own predictor, and
+    a whole training step comes from the train predictor."""
+    bundle = core().PredictorBundle(str(prenet.predictors.PACKAGED_HOST_BUNDLE))
+    available = set(bundle.available())
+    assert {(k, m) for k in EXAMPLES for m in ("forward", "backward", "train")} <= available
+    for kind, config in EXAMPLES.items():
+        t = prenet.layer_time(kind, gpu="cpu", optimizer="adam", **config)
+        assert t["forward_basis"] == "predicted" and t["backward_basis"] == "predicted", (kind, t)
+        params = prenet.layer_features(kind, gpu="V100", **config)["params"]
+        assert t["optimizer_basis"] == ("predicted" if params else "exact"), (kind, t)
+        train = prenet.predict_layer(kind, gpu="cpu", mode="train", optimizer="adam", **config)
+        composed = t["forward_ms"] + t["backward_ms"] + t["optimizer_ms"]
+        assert 0.3 < train / composed < 3, (kind, train, composed)

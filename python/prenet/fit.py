@@ -91,18 +91,39 @@ def result_record(r):
     return {key: r[key] for key in ("kind", "mode", "feature_set", "family", "target", "validation", "test", "fit_s")}
 
 
-def fit_all(data, kinds, modes, families, sets, ablation_modes, mlp_epochs=300, trees=None, max_rows=0):
-    """Yields (kind, mode, results, chosen) for every kind and mode with data."""
-    for kind in kinds:
-        frame = _subsample(data[kind], max_rows)
-        for mode in modes:
-            column = f"{mode}_ms"
-            if column not in frame or not (frame[column].notna() & (frame[column] > 0)).any():
-                continue  # the data set does not time this mode (or the kind has no parameters to update)
-            mode_sets = sets if mode in ablation_modes else ["ours"]
-            results = training.fit_kind(kind, frame, mode=mode, families=families, sets=mode_sets,
-                                        mlp_epochs=mlp_epochs, trees=trees)
-            yield kind, mode, results, training.best_on_validation(results)
+def fit_one_kind(kind, frame, modes, families, sets, ablation_modes, mlp_epochs=300, trees=None):
+    """[(kind, mode, results, chosen)] for every mode `frame` times."""
+    import torch
+
+    torch.set_num_threads(1)
+    fitted = []
+    for mode in modes:
+        column = f"{mode}_ms"
+        if column not in frame or not (frame[column].notna() & (frame[column] > 0)).any():
+            continue  # the data set does not time this mode (or the kind has no parameters to update)
+        mode_sets = sets if mode in ablation_modes else ["ours"]
+        results = training.fit_kind(kind, frame, mode=mode, families=families, sets=mode_sets,
+                                    mlp_epochs=mlp_epochs, trees=trees)
+        fitted.append((kind, mode, results, training.best_on_validation(results)))
+    return fitted
+
+
+def fit_all(data, kinds, modes, families, sets, ablation_modes, mlp_epochs=300, trees=None, max_rows=0, jobs=1):
+    """Yields (kind, mode, results, chosen) for every kind and mode with data, in the order of `kinds`; `jobs`
+    worker processes fit kinds side by side."""
+    arguments = [(kind, _subsample(data[kind], max_rows), modes, families, sets, ablation_modes, mlp_epochs, trees)
+                 for kind in kinds]
+    if jobs <= 1:
+        for args in arguments:
+            yield from fit_one_kind(*args)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(fit_one_kind, *args) for args in arguments]
+        for future in futures:
+            yield from future.result()
 
 
 def main(argv=None):
@@ -119,6 +140,7 @@ def main(argv=None):
     parser.add_argument("--mlp-epochs", type=int, default=300)
     parser.add_argument("--trees", type=int, help="tree count of the tree families (default: each family's own)")
     parser.add_argument("--max-rows", type=int, default=0, help="subsample each kind to this many rows (0: all)")
+    parser.add_argument("--jobs", type=int, default=1, help="worker processes fitting kinds side by side")
     args = parser.parse_args(argv)
 
     data, source = load_data(args.data)
@@ -129,7 +151,8 @@ def main(argv=None):
     sections, chosen, records = [], [], []
     started = time.monotonic()
     for kind, mode, results, best in fit_all(data, kinds, args.modes, args.families, args.sets,
-                                             args.ablation_modes, args.mlp_epochs, args.trees, args.max_rows):
+                                             args.ablation_modes, args.mlp_epochs, args.trees, args.max_rows,
+                                             args.jobs):
         chosen.append(best)
         records += [result_record(r) for r in results]
         sections.append(tables_markdown(kind, mode, results, best))

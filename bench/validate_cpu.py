@@ -1,0 +1,110 @@
+"""Validation on this machine's CPU: prenet.predict(gpu="cpu") against prenet.measure(device="cpu") for small
+and medium models at several batch sizes, one thread (as the CPU layer data was measured).
+
+Run:  .venv/bin/python bench/validate_cpu.py [--dataset-size 256]
+Writes bench/results/validate_cpu.md and prints the table. The epoch is shorter than the protocol's default
+(256 samples instead of 1024) so that the whole report measures in minutes; the protocol is otherwise followed.
+"""
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+import prenet  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results" / "validate_cpu.md"
+
+
+class Mlp(nn.Sequential):
+    def __init__(self):
+        super().__init__(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
+                         nn.Linear(256, 10))
+
+
+class SmallCnn(nn.Sequential):
+    def __init__(self):
+        super().__init__(nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(64 * 8 * 8, 10))
+
+
+class LstmLanguageModel(nn.Module):
+    def __init__(self, vocab=2000, dim=128):
+        super().__init__()
+        self.embed, self.lstm, self.head = nn.Embedding(vocab, dim), nn.LSTM(dim, dim, batch_first=True), \
+            nn.Linear(dim, vocab)
+
+    def forward(self, tokens):
+        return self.head(self.lstm(self.embed(tokens))[0])
+
+
+class TinyTransformer(nn.Module):
+    def __init__(self, vocab=2000, dim=128):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        layer = nn.TransformerEncoderLayer(dim, 4, 4 * dim, dropout=0.0, batch_first=True)
+        self.encoder, self.head = nn.TransformerEncoder(layer, 2), nn.Linear(dim, 10)
+
+    def forward(self, tokens):
+        return self.head(self.encoder(self.embed(tokens)).mean(1))
+
+
+def resnet18_small():
+    import torchvision
+
+    return torchvision.models.resnet18(num_classes=10)
+
+
+CASES = [  # name, factory, input (shape or example), batches
+    ("mlp", Mlp, {"input_shape": (1, 28, 28)}, (16, 64, 256)),
+    ("small_cnn", SmallCnn, {"input_shape": (3, 32, 32)}, (16, 64)),
+    ("resnet18_64px", resnet18_small, {"input_shape": (3, 64, 64)}, (8, 32)),
+    ("lstm_lm", LstmLanguageModel, {"example_input": torch.randint(2000, (1, 35))}, (16, 64)),
+    ("transformer", TinyTransformer, {"example_input": torch.randint(2000, (1, 64))}, (16, 64)),
+]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset-size", type=int, default=256)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    rows, errors = [], []
+    started = time.monotonic()
+    for name, factory, inputs, batches in CASES:
+        for batch in batches:
+            model = factory()
+            estimate = prenet.predict(model, batch=batch, gpu="cpu", dataset_size=args.dataset_size, **inputs)
+            measured = prenet.measure(model, batch=batch, dataset_size=args.dataset_size, device="cpu", **inputs)
+            error = abs(estimate.epoch_seconds - measured.epoch_seconds) / measured.epoch_seconds
+            errors.append(error)
+            rows.append(f"| {name} | {batch} | {measured.epoch_seconds:.3f} ({measured.epoch_min_seconds:.3f}-"
+                        f"{measured.epoch_max_seconds:.3f}) | {estimate.epoch_seconds:.3f} | {100 * error:.1f}% |")
+            print(rows[-1], flush=True)
+    errors.sort()
+    p90 = errors[min(len(errors) - 1, int(round(0.9 * (len(errors) - 1))))]
+    text = "\n".join([
+        "# Whole-model validation on this machine's CPU", "",
+        f"`.venv/bin/python bench/validate_cpu.py --dataset-size {args.dataset_size}` ({time.strftime('%Y-%m-%d')}, "
+        f"{time.monotonic() - started:.0f} s; one thread; SGD with momentum; fp32). Measured: `prenet.measure` "
+        "(protocol, epochs of the given size); predicted: `prenet.predict(gpu=\"cpu\")` with the packaged CPU "
+        "predictors.", "",
+        f"Median error {100 * statistics.median(errors):.1f}%, 90th percentile {100 * p90:.1f}% over {len(errors)} "
+        "cases (targets: 10% and 20%).", "",
+        "| model | batch | measured epoch s (min-max) | predicted s | error |", "| --- | --- | --- | --- | --- |",
+        *rows, ""])
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

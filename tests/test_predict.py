@@ -135,3 +135,15 @@ def test_measure_command_line(run_prenet):
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["iterations"] == 2 and len(result["epochs"]) == 3 and result["epoch_seconds"] > 0
+
+
+def test_plot_shows_the_layers_by_share():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    estimate = prenet.predict(SmallCnn(), batch=8, gpu="V100", input_shape=(3, 16, 16))
+    ax = estimate.plot(top=3)
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    top = estimate.layers.sort_values("step_share", ascending=False).head(3)["name"].tolist()
+    assert sorted(labels) == sorted(top)
+    assert len(ax.patches) == 6  # forward and backward bars of three layers

@@ -7,9 +7,11 @@ host's work (dispatch, kernel launches, autograd, the optimizer's loop) from cos
 (prenet.host_cost). On a GPU the host enqueues work ahead of the device, so a step takes the larger of the two;
 on the CPU they add up. An epoch is ceil(dataset_size / batch) steps, the last one at the remaining batch.
 """
+import math
 from dataclasses import dataclass, field
 
 from . import host_cost, op_costs, op_trace
+from ._native import core
 from .catalog import host_catalog
 from .predictors import resolve
 
@@ -158,7 +160,10 @@ def _step(ops, model, native, catalog, device, optimizer, on_gpu, costs):
     """(step ms, device ms, host ms, optimizer ms, per-op rows)."""
     works, ms, basis = _device_times(ops, native, catalog, device, OPTIMIZERS[optimizer])
     parameters = [p.numel() for p in model.parameters() if p.requires_grad]
-    update_ms = sum(native.update_ms([float(n) for n in parameters], catalog, device, OPTIMIZERS[optimizer]))
+    # PyTorch's optimizers default to their multi-tensor (foreach) path when every parameter is on a CUDA device:
+    # each of the update's kernels then covers all tensors at once; on the CPU they loop over tensors.
+    groups = [float(sum(parameters))] if on_gpu and parameters else [float(n) for n in parameters]
+    update_ms = sum(native.update_ms(groups, catalog, device, OPTIMIZERS[optimizer]))
     device_ms = sum(ms) + update_ms
     kernels = sum(1 for w in works if w is not None)
     per_tensor = costs["optimizer_tensor_us"]["adam" if optimizer.startswith("adam") else "sgd_momentum"]
@@ -167,7 +172,11 @@ def _step(ops, model, native, catalog, device, optimizer, on_gpu, costs):
                sum(1 for op in ops if op.phase == "backward") * costs["autograd_node_us"] +
                len(parameters) * per_tensor)
     if on_gpu:
-        host_us += (kernels + len(parameters)) * costs["cuda_launch_us"]
+        # A multi-tensor update launches its kernels once per group of tensors (PyTorch's MultiTensorApply takes
+        # 36 to 110 tensors per launch depending on how many lists it updates: 36 taken).
+        spec = next(o for o in core().optimizers() if o["name"] == OPTIMIZERS[optimizer])
+        launches = kernels + spec["kernels_per_tensor"] * math.ceil(len(parameters) / 36)
+        host_us += launches * costs["cuda_launch_us"]
         step_ms = max(device_ms, 1e-3 * host_us)
     else:  # the CPU predictors' times already include each operator's dispatch
         host_us = modules * costs["module_call_us"] + len(parameters) * per_tensor
@@ -182,8 +191,6 @@ def _step(ops, model, native, catalog, device, optimizer, on_gpu, costs):
 
 def _layers_table(rows, catalog, device, step_ms):
     import pandas as pd
-
-    from ._native import core
 
     ops = pd.DataFrame(rows)
     flops, bytes_ = [], []

@@ -1,8 +1,9 @@
 """Benchmark: per-layer prediction through the native core against Python xgboost and scikit-learn, same rows.
 
-For one GPU predictor of the packaged bundle (by default conv2d, forward: an xgboost model) and its data:
-- native: `PredictorBundle.predict` (features computed in C++, trees walked through xgboost's C API, all in one
-  call from Python);
+For one layer kind of the GPU set (by default conv2d, forward), an xgboost model (the family's 600 trees, depth 8,
+our features) fitted on its NeuSight rows and exported as the bundles are:
+- native: `PredictorBundle.predict` (features computed in C++, trees walked natively from the exported model,
+  all in one call from Python);
 - Python xgboost: the same booster loaded by the xgboost package, `Booster.predict` on a DMatrix of the same
   inputs (the inputs computed beforehand, so this side is not charged for features);
 - scikit-learn: a RandomForestRegressor (100 trees) and a LinearRegression fitted on the same inputs, `predict`.
@@ -12,9 +13,9 @@ Run:  .venv/bin/python bench/inference_latency.py [--kind conv2d] [--rows 10000]
 Writes bench/results/inference_latency.md and prints the table.
 """
 import argparse
-import json
 import os
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,7 +26,7 @@ import numpy as np  # noqa: E402
 from prenet import training  # noqa: E402
 from prenet.catalog import native_catalog  # noqa: E402
 from prenet.datasets import load_neusight  # noqa: E402
-from prenet.predictors import PACKAGED_BUNDLE, load_bundle  # noqa: E402
+from prenet._native import core  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "inference_latency.md"
 
@@ -50,22 +51,22 @@ def main(argv=None):
     from sklearn.ensemble import RandomForestRegressor
     from sklearn.linear_model import LinearRegression
 
-    manifest = json.loads((PACKAGED_BUNDLE / "manifest.json").read_text())
-    entry = next(e for e in manifest["predictors"] if e["kind"] == args.kind and e["mode"] == "forward")
-    if entry["family"] not in ("xgboost", "random_forest", "gradient_boosting"):
-        raise SystemExit(f"{args.kind}'s packaged predictor is a {entry['family']}; pick a kind with a tree model")
     frame = load_neusight()[args.kind]
     gpu = frame["gpu"].iloc[0]
+    result = training.fit_kind(args.kind, frame.sample(min(len(frame), 3000), random_state=0), families=["xgboost"],
+                               sets=["ours"])[0]
+    folder = tempfile.mkdtemp()
+    training.export_bundle(folder, [result], {"data": "latency benchmark"})
+    entry = {"family": "xgboost", "features": result["features"], "target": result["target"]}
     frame = frame[frame["gpu"] == gpu]
-    frame = frame.sample(args.rows, replace=len(frame) < args.rows, random_state=0)
-    frame = frame.reset_index(drop=True)
+    frame = frame.sample(args.rows, replace=len(frame) < args.rows, random_state=1).reset_index(drop=True)
     keys = [k for k in frame.columns if k not in ("gpu", "forward_ms")]
     configs = frame[keys].astype("int64").to_dict("records")
     inputs = training.model_inputs(args.kind, frame, entry["features"])
     target = np.log(frame["forward_ms"].to_numpy())
 
-    bundle, catalog = load_bundle(), native_catalog()
-    booster = xgboost.Booster(model_file=str(PACKAGED_BUNDLE / entry["file"]))
+    bundle, catalog = core().PredictorBundle(folder), native_catalog()
+    booster = result["model"].get_booster()
     booster.set_param({"nthread": 1})
     forest = RandomForestRegressor(n_estimators=100, random_state=0, n_jobs=1).fit(inputs, target)
     linear = LinearRegression().fit(inputs, target)
@@ -91,8 +92,8 @@ def main(argv=None):
     native_one = rows[0][1]
     lines = ["# Per-layer prediction latency and throughput", "",
              f"`.venv/bin/python bench/inference_latency.py --kind {args.kind} --rows {args.rows}` "
-             f"({time.strftime('%Y-%m-%d')}; one thread; {args.kind} forward predictor of the packaged bundle: "
-             f"{entry['family']}, {len(entry['features'])} inputs; native and Python xgboost outputs agree to 1e-5).",
+             f"({time.strftime('%Y-%m-%d')}; one thread; {args.kind} forward, xgboost with 600 trees on our "
+             f"{len(entry['features'])} inputs; native and Python xgboost outputs agree to 1e-5).",
              "", "| path | one layer (us, median) | many layers (rows/s) | one layer vs native |",
              "| --- | --- | --- | --- |"]
     for name, one_us, throughput in rows:

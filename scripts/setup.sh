@@ -10,7 +10,7 @@ cd "$ROOT"
 APT_PACKAGES=(
   build-essential cmake ninja-build git
   python3-venv python3-dev python3-pip python3-setuptools python3-wheel
-  python3-pybind11 pybind11-dev libeigen3-dev nlohmann-json3-dev libgtest-dev
+  python3-pybind11 pybind11-dev libeigen3-dev nlohmann-json3-dev zlib1g-dev libgtest-dev
   libtorch-dev python3-torch python3-torchvision
   libopenblas0-pthread
   python3-xgboost

@@ -101,6 +101,14 @@ def split_by_configuration(frame, config_columns, seed=0):
     return keys.map(dict(zip(unique, part))).to_numpy()
 
 
+def standardisation(x):
+    """Column means and scales; a column constant up to rounding (a device's figures when one device was
+    measured: its std is ~1e-16, not 0) gets scale 1, so that rounding in an exported model cannot blow it up."""
+    mean, std = x.mean(0), x.std(0)
+    constant = std <= 1e-9 * np.maximum(np.abs(mean), 1e-300)
+    return np.where(constant, x[0] if len(x) else mean, mean), np.where(constant, 1.0, std)
+
+
 class MlpRegressor:
     """The paper's MLP: hidden layers 32-64-128-128-128-128 with ReLU, dropout 0.2 before the output; Adam,
     learning rate 1e-3, batch 128 (the paper trains 300 epochs)."""
@@ -114,7 +122,7 @@ class MlpRegressor:
         import torch
 
         torch.manual_seed(self.seed)
-        self.mean, self.scale = x.mean(0), np.where(x.std(0) > 0, x.std(0), 1.0)
+        self.mean, self.scale = standardisation(x)
         self.y_mean, self.y_scale = float(y.mean()), float(y.std() or 1.0)
         layers, width = [], x.shape[1]
         for hidden in self.HIDDEN:
@@ -155,7 +163,7 @@ class LinearModel:
     def fit(self, x, y):
         from sklearn.linear_model import LinearRegression
 
-        self.mean, self.scale = x.mean(0), np.where(x.std(0) > 0, x.std(0), 1.0)
+        self.mean, self.scale = standardisation(x)
         self.model = LinearRegression().fit((x - self.mean) / self.scale, y)
         return self
 
@@ -243,6 +251,46 @@ def _nine_digits(value):
     return value
 
 
+# What the native walker (cpp/src/regressors/tree_ensemble.cpp) reads of each tree of an xgboost JSON model.
+TREE_ARRAYS = ("left_children", "right_children", "split_indices", "split_conditions", "default_left")
+
+
+def compact_trees(model):
+    """An xgboost JSON model reduced to what prediction needs: the objective, the model parameters and each
+    tree's node arrays (statistics such as gains and hessians dropped; thresholds as float32 reads them)."""
+    learner = model["learner"]
+    booster = learner["gradient_booster"]
+    return {"learner": {
+        "objective": {"name": learner["objective"]["name"]},
+        "learner_model_param": learner["learner_model_param"],
+        "gradient_booster": {"name": booster["name"], "model": {"trees": [
+            {key: _nine_digits(tree[key]) if key == "split_conditions" else tree[key] for key in TREE_ARRAYS}
+            for tree in booster["model"]["trees"]]}}}}
+
+
+def _write_gzip_json(path, value):
+    import gzip
+
+    with gzip.open(path, "wt", compresslevel=9) as out:
+        json.dump(value, out, separators=(",", ":"))
+
+
+def compact_bundle(folder):
+    """Rewrites a bundle's plain-JSON model files as compact gzip-compressed ones (manifest updated)."""
+    folder = Path(folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for entry in manifest["predictors"]:
+        if entry["file"].endswith(".gz"):
+            continue
+        model = json.loads((folder / entry["file"]).read_text())
+        if entry["family"] not in ("linear", "mlp"):
+            model = compact_trees(model)
+        _write_gzip_json(folder / (entry["file"] + ".gz"), model)
+        (folder / entry["file"]).unlink()
+        entry["file"] += ".gz"
+    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
+
+
 def export_bundle(folder, chosen, provenance):
     """Writes a native bundle: manifest.json plus one model file per chosen (kind, mode) result."""
     folder = Path(folder)
@@ -250,12 +298,12 @@ def export_bundle(folder, chosen, provenance):
     entries = []
     for result in chosen:
         mode = result["mode"]
-        name = f"{result['kind']}-{mode}-{result['family']}.json"
+        name = f"{result['kind']}-{mode}-{result['family']}.json.gz"
         model = result["model"]
         if result["family"] in ("linear", "mlp"):
-            (folder / name).write_text(json.dumps(_nine_digits(model.export())))
+            _write_gzip_json(folder / name, _nine_digits(model.export()))
         else:
-            model.get_booster().save_model(str(folder / name))
+            _write_gzip_json(folder / name, compact_trees(json.loads(model.get_booster().save_raw("json"))))
         entries.append({"kind": result["kind"], "mode": mode, "family": result["family"], "file": name,
                         "features": result["features"], "target": result["target"],
                         "feature_set": result["feature_set"], "scores": {"validation": result["validation"],

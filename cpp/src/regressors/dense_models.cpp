@@ -1,7 +1,6 @@
 // Linear regression and the MLP, evaluated with Eigen from the JSON weights prenet.training writes:
 // {"mean": [...], "scale": [...], "layers": [{"weight": [[out x in]], "bias": [out]}, ...]}, inputs standardised
 // as (x - mean) / scale, ReLU between layers, none after the last (a linear model is a one-layer MLP).
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -68,10 +67,9 @@ private:
 }  // namespace
 
 std::unique_ptr<Regressor> load_dense(const std::string& path, std::size_t inputs) {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error("cannot open model file '" + path + "'");
+    const std::string text = read_model_file(path);
     try {
-        return std::make_unique<DenseNetwork>(nlohmann::json::parse(in), inputs, path);
+        return std::make_unique<DenseNetwork>(nlohmann::json::parse(text), inputs, path);
     } catch (const nlohmann::json::exception& e) {
         throw std::runtime_error(path + ": not a valid dense model (" + e.what() + ")");
     }

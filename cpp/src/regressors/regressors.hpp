@@ -8,6 +8,10 @@
 
 namespace prenet::regressors {
 
+// The text of a model file; a name ending in ".gz" is gzip-compressed (read with zlib). Throws
+// std::runtime_error naming the file if it is missing or corrupt.
+std::string read_model_file(const std::string& path);
+
 std::unique_ptr<Regressor> load_dense(const std::string& path, std::size_t inputs);
 std::unique_ptr<Regressor> load_tree_ensemble(const std::string& path, std::size_t inputs);  // xgboost JSON
 

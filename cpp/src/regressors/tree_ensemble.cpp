@@ -6,7 +6,6 @@
 // (reg:squarederror, identity link; a forest's leaves are already divided by its tree count).
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -110,11 +109,10 @@ private:
 }  // namespace
 
 std::unique_ptr<Regressor> load_tree_ensemble(const std::string& path, std::size_t inputs) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot open model file '" + path + "'");
+    const std::string text = read_model_file(path);
     nlohmann::json model;
     try {
-        model = nlohmann::json::parse(in);
+        model = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& e) {
         throw std::runtime_error(path + " is not an xgboost JSON model: " + e.what());
     }

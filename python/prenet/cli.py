@@ -117,6 +117,16 @@ def _pandas_display():
     return pd.option_context("display.width", 200, "display.max_columns", 30, "display.float_format", "{:.4g}".format)
 
 
+def _training_run_arguments(command):
+    """The arguments `predict` and `measure` share: what is trained, on what input, how."""
+    command.add_argument("model", help="torchvision:NAME or package.module:factory")
+    command.add_argument("--batch", type=int, default=32)
+    command.add_argument("--input-shape", type=_shape, help="input shape without the batch, e.g. 3,224,224")
+    command.add_argument("--dataset-size", type=int, default=1024, help="samples per epoch (default 1024)")
+    command.add_argument("--optimizer", default="sgd",
+                         help="sgd (momentum 0.9), sgd_plain, adam, adamw, rmsprop, adagrad")
+
+
 def parser():
     p = argparse.ArgumentParser(prog="prenet", description="Predict deep-learning training time on any GPU.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -139,23 +149,15 @@ def parser():
     c.add_argument("--no-progress", action="store_true")
     c.set_defaults(run=_collect)
     e = sub.add_parser("predict", help="predicted training time of a model: per step and per epoch")
-    e.add_argument("model", help="torchvision:NAME or package.module:factory")
     e.add_argument("--gpu", default="V100", help="GPU name, alias or torch device name, or 'cpu' (default V100)")
-    e.add_argument("--batch", type=int, default=32)
-    e.add_argument("--input-shape", type=_shape, help="input shape without the batch, e.g. 3,224,224")
-    e.add_argument("--dataset-size", type=int, default=1024, help="samples per epoch (default 1024)")
-    e.add_argument("--optimizer", default="sgd", help="sgd (momentum 0.9), sgd_plain, adam, adamw, rmsprop, adagrad")
+    _training_run_arguments(e)
     e.add_argument("--precision", default="fp32")
     e.add_argument("--top", type=int, default=15, help="layers to list (default 15)")
     e.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     e.set_defaults(run=_predict)
     m = sub.add_parser("measure", help="measured training epoch of a model (../shared/PROTOCOL.md)")
-    m.add_argument("model", help="torchvision:NAME or package.module:factory")
     m.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default cuda)")
-    m.add_argument("--batch", type=int, default=32)
-    m.add_argument("--input-shape", type=_shape, help="input shape without the batch, e.g. 3,224,224")
-    m.add_argument("--dataset-size", type=int, default=1024, help="samples per epoch (default 1024)")
-    m.add_argument("--optimizer", default="sgd", help="sgd (momentum 0.9), sgd_plain, adam, adamw, rmsprop, adagrad")
+    _training_run_arguments(m)
     m.add_argument("--precision", default="fp32", help="fp32, bf16 or fp16 (autocast)")
     m.add_argument("--repeats", type=int, default=3, help="timed epochs after the warm-up (>= 3)")
     m.add_argument("--json", action="store_true", help="print one JSON object")

@@ -85,7 +85,8 @@ def _input_maker(model, input_shape, example_input):
     return lambda b: torch.randn((b,) + shape)
 
 
-def _check(model, batch, dataset_size, optimizer, precision):
+def _check(model, batch, dataset_size, optimizer, precision=None):
+    """Rejects bad arguments of predict and measure by name; `precision` None: the caller checks its own."""
     import torch
 
     if not isinstance(model, torch.nn.Module):
@@ -95,7 +96,7 @@ def _check(model, batch, dataset_size, optimizer, precision):
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
-    if precision not in PRECISIONS:
+    if precision is not None and precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r} is not supported yet; supported: {', '.join(PRECISIONS)}")
 
 
@@ -167,7 +168,7 @@ def _step(ops, model, native, catalog, device, optimizer, on_gpu, costs):
     device_ms = sum(ms) + update_ms
     kernels = sum(1 for w in works if w is not None)
     per_tensor = costs["optimizer_tensor_us"]["adam" if optimizer.startswith("adam") else "sgd_momentum"]
-    modules = sum(1 for op in ops if op.phase == "forward" and op.name) and len(list(model.modules()))
+    modules = len(list(model.modules()))  # each called once per step
     host_us = (len(ops) * costs["op_us"] + modules * costs["module_call_us"] +
                sum(1 for op in ops if op.phase == "backward") * costs["autograd_node_us"] +
                len(parameters) * per_tensor)

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from .estimate import _check, _input_maker
+from .host_cost import _cpu_model
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 
@@ -74,15 +75,9 @@ def _loss(output):
 def _environment(model, device):
     import torch
 
-    env = {"host_cpu": platform.processor() or platform.machine(), "torch": torch.__version__,
+    env = {"host_cpu": _cpu_model(), "torch": torch.__version__,
            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available()
            else None, "params": sum(p.numel() for p in model.parameters()), "model": type(model).__name__}
-    try:
-        from .host_cost import _cpu_model
-
-        env["host_cpu"] = _cpu_model()
-    except Exception:  # noqa: BLE001 - the CPU name is informative only
-        pass
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
         env.update(device_name=props.name, device_units=props.multi_processor_count, device_units_kind="SMs",
@@ -97,7 +92,7 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
     """Measures the model's training epoch on `device` ("cuda", "cuda:N" or "cpu") by the protocol."""
     import torch
 
-    _check(model, batch, dataset_size, optimizer, "fp32")
+    _check(model, batch, dataset_size, optimizer)
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
     if not isinstance(repeats, int) or repeats < 3:

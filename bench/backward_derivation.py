@@ -36,11 +36,6 @@ def relative_errors(measured, predicted):
     return float(np.median(error)), float(np.quantile(error, 0.9))
 
 
-def keys_of(kind, frame):
-    spec = next(k for k in core().layer_kinds() if k["name"] == kind)
-    return [p["name"] for p in spec["parameters"] if p["name"] in frame]
-
-
 def fit_forward_bundle(data, folder, trees):
     """A bundle of forward predictors only (xgboost on ours), fitted on each kind's training part."""
     chosen = []
@@ -62,14 +57,14 @@ def accumulation_ms(bundle, kind, configs, catalog, gpu):
 def engine_call_ms(data):
     """Fixed cost of one backward() call: median measured backward of tiny adds (training part only)."""
     adds = data["add"]
-    part = training.split_by_configuration(adds, keys_of("add", adds))
+    part = training.split_by_configuration(adds, training.config_keys("add", adds))
     tiny = adds[(part == "train") & (adds["batch"] * adds["features"] < 4096)]
     return float(tiny["backward_ms"].median())
 
 
 def check_kind(kind, frame, bundle, trees, call_ms):
     catalog, gpu = device_catalog(frame["gpu"].iloc[0])
-    keys = keys_of(kind, frame)
+    keys = training.config_keys(kind, frame)
     rows = []
     for mode in ("backward", "optimizer"):
         data = frame[frame[f"{mode}_ms"].notna() & (frame[f"{mode}_ms"] > 0)].reset_index(drop=True)

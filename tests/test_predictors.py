@@ -182,7 +182,7 @@ def test_packaged_cpu_bundle_predicts_every_part_directly():
     data = load_cpu()
     for kind in EXAMPLES:
         # A measured configuration: inside the sampled ranges (predictors are not asked to extrapolate here).
-        keys = [p["name"] for p in training._kind_spec(kind)["parameters"] if p["name"] in data[kind]]
+        keys = training.config_keys(kind, data[kind])
         config = data[kind].iloc[0][keys].astype(int).to_dict()
         t = prenet.layer_time(kind, gpu="cpu", optimizer="adam", **config)
         assert t["forward_basis"] == "predicted" and t["backward_basis"] == "predicted", (kind, t)

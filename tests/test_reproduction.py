@@ -29,7 +29,7 @@ def test_every_cell_is_finite_and_held_out(outcome):
         assert len(group) == expected, (kind, mode)
         frame = fit._subsample(data[kind], settings.max_rows)
         frame = frame[frame[f"{mode}_ms"] > 0].reset_index(drop=True)
-        keys = [p["name"] for p in training._kind_spec(kind)["parameters"] if p["name"] in frame]
+        keys = training.config_keys(kind, frame)
         part = training.split_by_configuration(frame, keys + (["optimizer"] if mode == "train" else []))
         assert (group["test_n"] == (part == "test").sum()).all(), (kind, mode)
         assert (group["validation_n"] == (part == "validation").sum()).all(), (kind, mode)

@@ -61,9 +61,14 @@ def target_for(feature_set, mode="forward"):
     return "log_ms"
 
 
+def config_keys(kind, frame):
+    """The configuration keys of `kind` that `frame` has columns for, in table order."""
+    return [p["name"] for p in _kind_spec(kind)["parameters"] if p["name"] in frame]
+
+
 def model_inputs(kind, frame, names, optimizer_column=None):
     """Input matrix of `names` for every row of `frame` (configuration columns, `gpu`)."""
-    keys = [p["name"] for p in _kind_spec(kind)["parameters"] if p["name"] in frame]
+    keys = config_keys(kind, frame)
     out = np.empty((len(frame), len(names)))
     groups = frame.groupby(["gpu"] + ([optimizer_column] if optimizer_column else []), sort=False).indices
     for group, rows in groups.items():
@@ -210,8 +215,7 @@ def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epoc
     ms_column = f"{mode}_ms"
     frame = frame[frame[ms_column].notna() & (frame[ms_column] > 0)].reset_index(drop=True)
     optimizer_column = "optimizer" if mode in ("optimizer", "train") else None
-    spec = _kind_spec(kind)
-    config_columns = [p["name"] for p in spec["parameters"] if p["name"] in frame]
+    config_columns = config_keys(kind, frame)
     part = split_by_configuration(frame, config_columns + ([optimizer_column] if optimizer_column else []), seed)
     optimizers = frame[optimizer_column].unique() if optimizer_column else ()
     results = []

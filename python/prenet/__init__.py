@@ -9,6 +9,8 @@ from .layers import layer_features, layer_kinds
 from .measure import measure
 from .model_features import model_features
 from .predictors import layer_time, predict_layer
+from .training_steps import predict_steps
+from .training_time import predict_training
 
 __all__ = ["__version__", "find_gpu", "gpus", "layer_features", "layer_kinds", "layer_time", "measure",
-           "model_features", "predict", "predict_layer"]
+           "model_features", "predict", "predict_layer", "predict_steps", "predict_training"]

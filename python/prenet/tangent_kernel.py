@@ -1,0 +1,161 @@
+"""The empirical neural tangent kernel of a model at its current weights, on a sample of its training data.
+
+Linearised around its weights w0, a network is f(x; w) = f(x; w0) + J(x) (w - w0) (Zancato et al., Sec. 3), and
+all of its training dynamics on a set of n inputs live in the Gram matrix Theta = J J^T of the per-sample,
+per-output Jacobian rows (n*K x n*K for K outputs). This module computes Theta with functorch (vmap over samples of
+jacrev), in chunks of samples so that memory stays bounded, and, when the model has more parameters than
+`projection_dim`, on a CountSketch random projection of the Jacobian rows (an unbiased estimate of every inner
+product, Weinberger et al. 2009 / Charikar et al. 2002), which never holds a full P-wide Jacobian.
+
+The result is held as its eigen-factor Phi = U Lambda^(1/2) (Theta = Phi Phi^T), which is all the dynamics need.
+Nested subsets (the first m of the sample) are views of the same kernel, used to extrapolate to the full data set.
+"""
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Model-parameter counts above this are randomly projected to this many dimensions unless told otherwise.
+DEFAULT_PROJECTION_DIM = 16384
+# Memory for one chunk of Jacobian rows (samples x outputs x parameters, float64).
+CHUNK_BYTES = 256 * 2 ** 20
+
+
+def _functional():
+    """(functional_call, vmap, jacrev) from torch.func (torch 2.x) or functorch (torch 1.13)."""
+    try:
+        from torch.func import functional_call, jacrev, vmap
+    except ImportError:
+        from functorch import jacrev, vmap
+        from torch.nn.utils.stateless import functional_call
+    return functional_call, vmap, jacrev
+
+
+def model_outputs(model, inputs, dtype=None):
+    """The model's outputs (n, K) on `inputs` in eval mode, computed in `dtype` (float64 by default)."""
+    import torch
+
+    functional_call, _, _ = _functional()
+    dtype = dtype or torch.float64
+    trainable, frozen = _state(model, dtype)
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = functional_call(model, {**trainable, **frozen}, (inputs.to(dtype) if torch.is_floating_point(inputs) else inputs,))
+    finally:
+        model.train(was_training)
+    return _as_2d(out).numpy()
+
+
+def _state(model, dtype):
+    """(trainable parameters, everything else: frozen parameters and buffers), detached, floats in `dtype`."""
+    trainable = {k: v.detach().to(dtype) for k, v in model.named_parameters() if v.requires_grad}
+    frozen = {k: (v.detach().to(dtype) if v.is_floating_point() else v.detach())
+              for k, v in list(model.named_parameters()) + list(model.named_buffers()) if k not in trainable}
+    return trainable, frozen
+
+
+def _as_2d(out):
+    if not hasattr(out, "dim"):
+        raise TypeError(f"the model returned {type(out).__name__}; predict_steps needs a tensor of outputs")
+    if out.dim() != 2:
+        raise ValueError(f"the model's output has shape {tuple(out.shape)}; predict_steps needs (batch, outputs) "
+                         "(logits for cross_entropy, predictions for mse)")
+    return out
+
+
+@dataclass
+class TangentKernel:
+    """Theta (`gram`, n*K x n*K, sample-major: row i*K + k is output k of sample i) on n samples with the outputs
+    `f0` (n x K) at the linearisation point. `projected_dim` is None when Theta is exact."""
+    f0: np.ndarray
+    gram: np.ndarray = field(repr=False)
+    parameters: int
+    projected_dim: object
+    seconds: float
+    _modes: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def samples(self):
+        return self.f0.shape[0]
+
+    @property
+    def outputs(self):
+        return self.f0.shape[1]
+
+    def modes(self, samples=None):
+        """(eigenvalues descending, eigenvectors) of the kernel of the first `samples` samples (all when None),
+        modes at rounding level (below 1e-13 of the largest) dropped since they cannot move the outputs."""
+        samples = self.samples if samples is None else samples
+        if samples not in self._modes:
+            rows = samples * self.outputs
+            eigenvalues, eigenvectors = np.linalg.eigh(self.gram[:rows, :rows])
+            eigenvalues, eigenvectors = eigenvalues[::-1], eigenvectors[:, ::-1]
+            keep = eigenvalues > 1e-13 * max(eigenvalues[0], 0.0)
+            self._modes[samples] = eigenvalues[keep], eigenvectors[:, keep]
+        return self._modes[samples]
+
+    def factor(self, samples=None):
+        """Phi (samples*K x modes) with Theta = Phi Phi^T on the first `samples` samples."""
+        eigenvalues, eigenvectors = self.modes(samples)
+        return eigenvectors * np.sqrt(eigenvalues)
+
+
+def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress=False):
+    """(Theta, f0, parameters, projected_dim) for `inputs` (n samples): Theta is the (n*K x n*K) Gram matrix of
+    the Jacobian rows of the model's outputs with respect to its trainable parameters, ordered sample-major
+    (row i*K + k is output k of sample i)."""
+    import torch
+    from tqdm.auto import tqdm
+
+    functional_call, vmap, jacrev = _functional()
+    dtype = dtype or torch.float64
+    params, frozen = _state(model, dtype)
+    if not params:
+        raise ValueError("the model has no trainable parameters to linearise")
+    n_params = sum(v.numel() for v in params.values())
+    limit = DEFAULT_PROJECTION_DIM if projection_dim is None else int(projection_dim)
+    if limit < 1:
+        raise ValueError(f"projection_dim must be a positive integer or None, not {projection_dim!r}")
+    project = n_params > limit
+    x_all = inputs.to(dtype) if torch.is_floating_point(inputs) else inputs
+
+    def single(p, x):
+        return functional_call(model, {**p, **frozen}, (x.unsqueeze(0),)).squeeze(0)
+
+    with torch.no_grad():
+        f0 = _as_2d(functional_call(model, {**params, **frozen}, (x_all,)))
+    n, outputs = f0.shape
+    if project:
+        generator = torch.Generator().manual_seed(seed)
+        bucket = torch.randint(0, limit, (n_params,), generator=generator)
+        sign = torch.randint(0, 2, (n_params,), generator=generator).to(dtype) * 2 - 1
+    chunk = max(1, CHUNK_BYTES // (8 * outputs * n_params))
+    rows = []
+    jacobian = vmap(jacrev(single), in_dims=(None, 0))
+    for start in tqdm(range(0, n, chunk), desc="Jacobian", unit="chunk", disable=not progress):
+        block = jacobian(params, x_all[start:start + chunk])
+        flat = torch.cat([block[k].reshape(block[k].shape[0], outputs, -1) for k in params], dim=2)
+        flat = flat.reshape(-1, n_params)
+        if project:
+            # CountSketch: parameter p adds sign[p] * J[:, p] to column bucket[p]; inner products kept in
+            # expectation (Charikar et al. 2002).
+            flat = torch.zeros(flat.shape[0], limit, dtype=dtype).index_add_(1, bucket, flat * sign)
+        rows.append(flat)
+    rows = torch.cat(rows)
+    gram = (rows @ rows.T).numpy()
+    return gram, f0.numpy(), n_params, (limit if project else None)
+
+
+def tangent_kernel(model, inputs, projection_dim=None, seed=0, dtype=None, progress=False):
+    """TangentKernel of `model` (put in eval mode while computing, restored after) on `inputs`."""
+    started = time.perf_counter()
+    was_training = model.training
+    model.eval()
+    try:
+        gram, f0, n_params, projected = gram_matrix(model, inputs, projection_dim, seed, dtype, progress)
+    finally:
+        model.train(was_training)
+    return TangentKernel(f0=f0, gram=gram, parameters=n_params, projected_dim=projected,
+                         seconds=time.perf_counter() - started)

@@ -1,0 +1,72 @@
+"""prenet.predict_training: how long until a model is trained, and what it costs: the number of SGD steps
+(given as epochs, or predicted for a target loss by prenet.predict_steps) times the predicted time of each step on
+a GPU (prenet.predict), with both parts shown."""
+import math
+from dataclasses import dataclass, field
+
+from .estimate import predict
+from .training_steps import dataset_arrays, dataset_length, predict_steps
+
+
+@dataclass
+class TrainingTime:
+    """Total predicted training time: `steps` steps (`epochs` of the data set) at the step times of `estimate`."""
+    gpu: str
+    batch: int
+    dataset_size: int
+    steps: object
+    epochs: object
+    total_seconds: object
+    cost: object
+    price_per_hour: object
+    estimate: object = field(repr=False)
+    steps_prediction: object = field(repr=False)
+
+    def __repr__(self):
+        if self.steps is None:
+            return (f"<prenet training time: the target loss is not reached within "
+                    f"{self.steps_prediction.max_steps} predicted steps; one epoch takes "
+                    f"{self.estimate.epoch_seconds:.3f} s on {self.gpu}>")
+        where = ("given" if self.steps_prediction is None else
+                 f"predicted for loss {self.steps_prediction.target_loss:.4g}")
+        cost = "" if self.cost is None else f", cost {self.cost:.4g} at {self.price_per_hour:g} per hour"
+        return (f"<prenet training time: {self.total_seconds:.1f} s on {self.gpu} = {self.steps} steps "
+                f"({where}; {self.epochs:.2f} epochs of {self.dataset_size}) x "
+                f"{1e3 * self.estimate.step_seconds:.2f} ms per step of batch {self.batch}{cost}>")
+
+
+def predict_training(model, dataset, gpu="V100", batch=32, lr=0.01, momentum=0.0, loss="cross_entropy",
+                     epochs=None, target_loss=None, price_per_hour=None, precision="fp32", **steps_options):
+    """Predicted total training time of SGD on `dataset` (see predict_steps for its form) on `gpu`: give either
+    `epochs` (then steps = epochs x ceil(N / batch)) or `target_loss` (steps predicted by predict_steps with `lr`,
+    `momentum`, `loss` and `steps_options`). The step time is prenet.predict's for this model, batch and data set
+    size, with SGD (with momentum when momentum > 0). `price_per_hour` (any currency) gives the cost."""
+    if (epochs is None) == (target_loss is None):
+        raise ValueError("give exactly one of epochs (a number > 0) and target_loss")
+    if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or epochs <= 0):
+        raise ValueError(f"epochs must be a number > 0, got {epochs!r}")
+    if price_per_hour is not None and (not isinstance(price_per_hour, (int, float)) or price_per_hour < 0):
+        raise ValueError(f"price_per_hour must be a number >= 0, got {price_per_hour!r}")
+    dataset_size = dataset_length(dataset)
+    example, _ = dataset_arrays(dataset, [0])
+    estimate = predict(model, batch=batch, gpu=gpu, example_input=example, dataset_size=dataset_size,
+                       optimizer="sgd" if momentum > 0 else "sgd_plain", precision=precision)
+    per_epoch = estimate.iterations
+    steps_prediction = None
+    if epochs is not None:
+        steps = math.ceil(epochs * per_epoch)
+    else:
+        steps_prediction = predict_steps(model, dataset, loss=loss, target_loss=target_loss, lr=lr, batch=batch,
+                                         momentum=momentum, **steps_options)
+        steps = steps_prediction.steps
+    if steps is None:
+        return TrainingTime(gpu=estimate.gpu, batch=batch, dataset_size=dataset_size, steps=None, epochs=None,
+                            total_seconds=None, cost=None, price_per_hour=price_per_hour, estimate=estimate,
+                            steps_prediction=steps_prediction)
+    # Whole epochs at the predicted epoch time (its last, partial batch included), the rest at full-batch steps.
+    whole, rest = divmod(steps, per_epoch)
+    total = whole * estimate.epoch_seconds + rest * estimate.step_seconds
+    cost = None if price_per_hour is None else total / 3600.0 * price_per_hour
+    return TrainingTime(gpu=estimate.gpu, batch=batch, dataset_size=dataset_size, steps=steps,
+                        epochs=steps / per_epoch, total_seconds=total, cost=cost, price_per_hour=price_per_hour,
+                        estimate=estimate, steps_prediction=steps_prediction)

@@ -1,0 +1,237 @@
+"""prenet.predict_steps and prenet.predict_training: the function-space dynamics against training the linearised
+model for real, the losses against PyTorch's, the subset extrapolation, and errors."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import prenet
+from prenet.loss_dynamics import CrossEntropy, MeanSquared, batch_order
+from prenet.tangent_kernel import gram_matrix
+from prenet.training_steps import _steps_to
+
+SAMPLES, INPUTS, OUTPUTS = 23, 5, 3
+
+
+def small_model(seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(INPUTS, 8), torch.nn.Tanh(), torch.nn.Linear(8, OUTPUTS))
+
+
+def small_data(loss, seed=1):
+    generator = torch.Generator().manual_seed(seed)
+    inputs = torch.randn(SAMPLES, INPUTS, generator=generator)
+    if loss == "cross_entropy":
+        return inputs, torch.randint(0, OUTPUTS, (SAMPLES,), generator=generator)
+    return inputs, torch.randn(SAMPLES, OUTPUTS, generator=generator)
+
+
+def train_linearised(model, inputs, targets, loss, lr, momentum, batch, steps, seed):
+    """Trains f0 + J (w - w0) for real: the Jacobian from torch.autograd.functional.jacobian, torch.optim.SGD,
+    torch's loss; batches in batch_order's sequence. Returns the loss on all samples after 0..steps steps."""
+    names = [name for name, _ in model.named_parameters()]
+    shapes = [p.shape for p in model.parameters()]
+    w0 = torch.cat([p.detach().double().reshape(-1) for p in model.parameters()])
+    x = inputs.double()
+    model64 = model.double()
+
+    def outputs(flat):
+        params, start = {}, 0
+        for name, shape in zip(names, shapes):
+            size = math.prod(shape)
+            params[name] = flat[start:start + size].reshape(shape)
+            start += size
+        return torch.func.functional_call(model64, params, (x,)) if hasattr(torch, "func") else \
+            torch.nn.utils.stateless.functional_call(model64, params, (x,))
+
+    f0 = outputs(w0).detach()
+    jacobian = torch.autograd.functional.jacobian(outputs, w0)          # (n, K, P)
+    delta = torch.zeros_like(w0, requires_grad=True)
+    optimizer = torch.optim.SGD([delta], lr=lr, momentum=momentum)
+    criterion = torch.nn.CrossEntropyLoss() if loss == "cross_entropy" else torch.nn.MSELoss()
+    y = targets if loss == "cross_entropy" else targets.double()
+    order = batch_order(len(x), batch, seed)
+    losses = []
+    for step in range(steps + 1):
+        with torch.no_grad():
+            losses.append(criterion(f0 + jacobian @ delta, y).item())
+        if step == steps:
+            break
+        rows = torch.as_tensor(next(order))
+        optimizer.zero_grad()
+        criterion(f0[rows] + jacobian[rows] @ delta, y[rows]).backward()
+        optimizer.step()
+    model.float()
+    return np.array(losses)
+
+
+@pytest.mark.parametrize("loss", ["cross_entropy", "mse"])
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_function_space_sgd_matches_training_the_linearised_model(loss, momentum):
+    model = small_model()
+    data = small_data(loss)
+    steps, batch, seed = 40, 5, 7
+    lr = 0.3 if momentum == 0 else 0.1
+    predicted = prenet.predict_steps(model, data, loss=loss, lr=lr, batch=batch, momentum=momentum, runs=1,
+                                     seed=seed, max_steps=steps)
+    assert predicted.subset_sizes == [SAMPLES]                        # the whole set: nothing extrapolated
+    np.testing.assert_array_equal(predicted.curve_steps, np.arange(steps + 1))
+    actual = train_linearised(model, *data, loss, lr, momentum, batch, steps, seed)
+    assert actual[-1] < 0.85 * actual[0]                              # it did train
+    np.testing.assert_allclose(predicted.curve, actual, rtol=1e-10)
+
+
+@pytest.mark.parametrize("momentum", [0.0, 0.9])
+def test_mse_closed_form_matches_full_batch_training(momentum):
+    model = small_model(seed=3)
+    data = small_data("mse", seed=4)
+    predicted = prenet.predict_steps(model, data, loss="mse", lr=0.3, batch=SAMPLES, momentum=momentum,
+                                     noise="mean", max_steps=60)
+    actual = train_linearised(model, *data, "mse", 0.3, momentum, SAMPLES, 60, seed=0)
+    np.testing.assert_allclose(predicted.curve, actual, rtol=1e-9)
+
+
+def test_losses_and_gradients_match_pytorch():
+    generator = torch.Generator().manual_seed(5)
+    logits = torch.randn(7, 4, dtype=torch.float64, generator=generator, requires_grad=True)
+    labels = torch.randint(0, 4, (7,), generator=generator)
+    torch.nn.CrossEntropyLoss()(logits, labels).backward()
+    f, y = logits.detach().numpy(), labels.numpy()
+    assert CrossEntropy.value(f, y) == pytest.approx(torch.nn.CrossEntropyLoss()(logits, labels).item(), rel=1e-13)
+    np.testing.assert_allclose(CrossEntropy.gradient(f, y), logits.grad.numpy(), rtol=1e-12)
+
+    predictions = torch.randn(7, 4, dtype=torch.float64, generator=generator, requires_grad=True)
+    targets = torch.randn(7, 4, dtype=torch.float64, generator=generator)
+    torch.nn.MSELoss()(predictions, targets).backward()
+    p, t = predictions.detach().numpy(), targets.numpy()
+    assert MeanSquared.value(p, t) == pytest.approx(torch.nn.MSELoss()(predictions, targets).item(), rel=1e-13)
+    np.testing.assert_allclose(MeanSquared.gradient(p, t), predictions.grad.numpy(), rtol=1e-12)
+
+
+def test_batches_are_epochs_of_permutations_with_the_partial_batch_kept():
+    order = batch_order(11, 4, seed=2)
+    epoch = [next(order) for _ in range(3)]
+    assert [len(b) for b in epoch] == [4, 4, 3]
+    assert sorted(np.concatenate(epoch)) == list(range(11))
+    again = batch_order(11, 4, seed=2)
+    assert all((next(again) == b).all() for b in epoch)
+
+
+def test_subset_steps_are_extrapolated_as_a_saturating_learning_curve():
+    steps = np.arange(0, 1001)
+    curves = {}
+    for size in (64, 128, 256):
+        first = 300 - 6400 / size                                       # T_m = 300 - 6400/m
+        curves[size] = (steps, np.where(steps < first, 1.0, 0.05))
+    assert _steps_to(curves, 1000, 0.1, 1000) == math.ceil(300 - 6400 / 1000)
+    assert _steps_to(curves, 1000, 0.1, 200) is None                    # beyond the cap
+    assert _steps_to({64: curves[64]}, 1000, 0.1, 1000) == 200          # one subset: its own step
+    # a subset that trains slower when larger is never extrapolated to a faster whole set
+    falling = {size: (steps, np.where(steps < 100 + size, 1.0, 0.05)) for size in (64, 128)}
+    assert _steps_to(falling, 10 ** 6, 0.1, 1000) >= 228
+
+
+def test_a_larger_dataset_is_predicted_from_nested_subsets():
+    model = small_model(seed=2)
+    generator = torch.Generator().manual_seed(9)
+    inputs = torch.randn(300, INPUTS, generator=generator)
+    labels = torch.randint(0, OUTPUTS, (300,), generator=generator)
+    prediction = prenet.predict_steps(model, (inputs, labels), lr=0.5, batch=8, subset=64, target_loss=[0.95, 0.85],
+                                      max_steps=3000, runs=2)
+    assert prediction.subset_sizes == [16, 23, 32, 45, 64]
+    with torch.no_grad():
+        whole = torch.nn.CrossEntropyLoss()(model(inputs.double().float()), labels).item()
+    assert prediction.initial_loss == pytest.approx(whole, rel=1e-6)   # from all 300 samples, not the subset
+    first, second = prediction.steps
+    assert first is not None and second is not None and 0 < first < second <= 3000
+    assert prediction.steps_to(0.95) == first
+    assert "extrapolated from subsets of 16, 23, 32, 45, 64 to 300 samples" in repr(prediction)
+    assert prediction.to_frame()["loss"].is_monotonic_decreasing
+    # the kernel is reused for another learning rate, and rejected for other weights
+    again = prenet.predict_steps(model, (inputs, labels), lr=0.1, batch=8, subset=64, target_loss=0.95,
+                                 max_steps=3000, runs=2, kernel=prediction.kernel)
+    assert again.kernel_seconds == 0 and again.steps > first
+    with torch.no_grad():
+        model[0].bias.add_(0.5)
+    with pytest.raises(ValueError, match="not computed on this model's current weights"):
+        prenet.predict_steps(model, (inputs, labels), subset=64, kernel=prediction.kernel)
+
+
+def test_an_unreachable_target_is_said_so():
+    model = small_model()
+    prediction = prenet.predict_steps(model, small_data("cross_entropy"), lr=0.01, batch=5, target_loss=1e-6,
+                                      max_steps=50)
+    assert prediction.steps is None
+    assert "does not reach 1e-06 within 50 steps" in repr(prediction)
+
+
+def test_projected_kernel_approximates_the_exact_one():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(12, 40), torch.nn.Tanh(), torch.nn.Linear(40, 3))
+    inputs = torch.randn(10, 12)
+    exact, f0, parameters, projected = gram_matrix(model, inputs)
+    assert projected is None and parameters == 12 * 40 + 40 + 40 * 3 + 3
+    sketched, f0_again, _, projected = gram_matrix(model, inputs, projection_dim=300, seed=1)
+    assert projected == 300
+    np.testing.assert_array_equal(f0, f0_again)
+    assert np.linalg.norm(sketched - exact) < 0.25 * np.linalg.norm(exact)
+    np.testing.assert_allclose(np.diag(sketched).sum(), np.diag(exact).sum(), rtol=0.1)
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (dict(loss="hinge"), "unknown loss 'hinge'; known: cross_entropy, mse"),
+    (dict(lr=0), "lr must be a number > 0"),
+    (dict(momentum=1.0), r"momentum must be a number in \[0, 1\)"),
+    (dict(batch=0), "batch must be an integer >= 1"),
+    (dict(noise="langevin"), "unknown noise treatment 'langevin'"),
+    (dict(target_loss=-1.0), "target_loss must be a number > 0"),
+    (dict(loss="mse"), r"mse needs float targets of shape \(n, 3\)"),
+])
+def test_bad_arguments_are_named(arguments, message):
+    with pytest.raises(ValueError, match=message):
+        prenet.predict_steps(small_model(), small_data("cross_entropy"), **arguments)
+
+
+def test_bad_data_and_models_are_named():
+    inputs, labels = small_data("cross_entropy")
+    with pytest.raises(ValueError, match=r"class indices must lie in \[0, 3\)"):
+        prenet.predict_steps(small_model(), (inputs, labels + 3))
+    with pytest.raises(ValueError, match="cross_entropy needs integer class indices"):
+        prenet.predict_steps(small_model(), (inputs, labels.float()))
+    with pytest.raises(ValueError, match=r"inputs \(23\) and targets \(22\) differ"):
+        prenet.predict_steps(small_model(), (inputs, labels[:-1]))
+    with pytest.raises(TypeError, match="dataset must be an"):
+        prenet.predict_steps(small_model(), 42)
+    with pytest.raises(ValueError, match=r"output has shape \(23, 3, 1\)"):
+        prenet.predict_steps(torch.nn.Sequential(small_model(), torch.nn.Unflatten(1, (3, 1))), (inputs, labels))
+
+
+def test_a_torch_dataset_is_accepted():
+    inputs, labels = small_data("cross_entropy")
+    dataset = torch.utils.data.TensorDataset(inputs, labels)
+    from_pairs = prenet.predict_steps(small_model(), (inputs, labels), lr=0.3, batch=5, max_steps=20, runs=1)
+    from_dataset = prenet.predict_steps(small_model(), dataset, lr=0.3, batch=5, max_steps=20, runs=1)
+    np.testing.assert_allclose(from_dataset.curve, from_pairs.curve, rtol=1e-12)
+
+
+def test_training_time_chains_steps_with_the_step_time():
+    model = small_model()
+    data = small_data("cross_entropy")
+    by_epochs = prenet.predict_training(model, data, gpu="V100", batch=5, epochs=3, price_per_hour=2.0)
+    estimate = prenet.predict(model, batch=5, gpu="V100", example_input=data[0][:1], dataset_size=SAMPLES,
+                              optimizer="sgd_plain")
+    assert by_epochs.steps == 3 * math.ceil(SAMPLES / 5)
+    assert by_epochs.total_seconds == pytest.approx(3 * estimate.epoch_seconds, rel=1e-9)
+    assert by_epochs.cost == pytest.approx(by_epochs.total_seconds / 3600 * 2.0)
+    by_target = prenet.predict_training(model, data, gpu="V100", batch=5, lr=0.5, target_loss=0.8, max_steps=500,
+                                        runs=1)
+    steps = by_target.steps_prediction.steps
+    assert steps is not None and by_target.steps == steps
+    whole, rest = divmod(steps, math.ceil(SAMPLES / 5))
+    assert by_target.total_seconds == pytest.approx(whole * estimate.epoch_seconds + rest * estimate.step_seconds)
+    assert f"{steps} steps (predicted for loss 0.8" in repr(by_target)
+    with pytest.raises(ValueError, match="exactly one of epochs"):
+        prenet.predict_training(model, data, epochs=1, target_loss=0.5)
+    with pytest.raises(ValueError, match="exactly one of epochs"):
+        prenet.predict_training(model, data)

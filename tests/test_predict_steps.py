@@ -118,18 +118,25 @@ def test_batches_are_epochs_of_permutations_with_the_partial_batch_kept():
     assert all((next(again) == b).all() for b in epoch)
 
 
-def test_subset_steps_are_extrapolated_as_a_saturating_learning_curve():
+@pytest.mark.parametrize("extrapolation, first_step, at_n", [
+    ("inverse", lambda m: 300 - 6400 / m, lambda n: 300 - 6400 / n),
+    ("log", lambda m: 10 + 20 * math.log(m), lambda n: 10 + 20 * math.log(n)),
+    ("power", lambda m: 2 * m ** 0.5, lambda n: 2 * n ** 0.5),
+])
+def test_subset_steps_are_extrapolated_by_the_named_form(extrapolation, first_step, at_n):
+    steps = np.arange(0, 2001)
+    curves = {size: (steps, np.where(steps < first_step(size), 1.0, 0.05)) for size in (64, 128, 256)}
+    # the subsets cross at ceil(T_m): the fit sees those, so allow one step either way
+    assert abs(_steps_to(curves, 1000, 0.1, 2000, extrapolation) - at_n(1000)) <= 1.5
+    assert _steps_to(curves, 1000, 0.1, 20, extrapolation) is None            # beyond the cap
+    assert _steps_to({64: curves[64]}, 1000, 0.1, 2000, extrapolation) == math.ceil(first_step(64))
+
+
+@pytest.mark.parametrize("extrapolation", ["inverse", "log", "power"])
+def test_more_data_is_never_extrapolated_to_train_faster(extrapolation):
     steps = np.arange(0, 1001)
-    curves = {}
-    for size in (64, 128, 256):
-        first = 300 - 6400 / size                                       # T_m = 300 - 6400/m
-        curves[size] = (steps, np.where(steps < first, 1.0, 0.05))
-    assert _steps_to(curves, 1000, 0.1, 1000) == math.ceil(300 - 6400 / 1000)
-    assert _steps_to(curves, 1000, 0.1, 200) is None                    # beyond the cap
-    assert _steps_to({64: curves[64]}, 1000, 0.1, 1000) == 200          # one subset: its own step
-    # a subset that trains slower when larger is never extrapolated to a faster whole set
-    falling = {size: (steps, np.where(steps < 100 + size, 1.0, 0.05)) for size in (64, 128)}
-    assert _steps_to(falling, 10 ** 6, 0.1, 1000) >= 228
+    falling = {size: (steps, np.where(steps < 300 - size, 1.0, 0.05)) for size in (64, 128)}
+    assert _steps_to(falling, 10 ** 6, 0.1, 1000, extrapolation) == 172      # the largest subset's own
 
 
 def test_a_larger_dataset_is_predicted_from_nested_subsets():
@@ -138,7 +145,7 @@ def test_a_larger_dataset_is_predicted_from_nested_subsets():
     inputs = torch.randn(300, INPUTS, generator=generator)
     labels = torch.randint(0, OUTPUTS, (300,), generator=generator)
     prediction = prenet.predict_steps(model, (inputs, labels), lr=0.5, batch=8, subset=64, target_loss=[0.95, 0.85],
-                                      max_steps=3000, runs=2)
+                                      max_steps=3000, runs=2, extrapolate="log")
     assert prediction.subset_sizes == [16, 23, 32, 45, 64]
     with torch.no_grad():
         whole = torch.nn.CrossEntropyLoss()(model(inputs.double().float()), labels).item()
@@ -146,11 +153,13 @@ def test_a_larger_dataset_is_predicted_from_nested_subsets():
     first, second = prediction.steps
     assert first is not None and second is not None and 0 < first < second <= 3000
     assert prediction.steps_to(0.95) == first
-    assert "extrapolated from subsets of 16, 23, 32, 45, 64 to 300 samples" in repr(prediction)
+    assert "extrapolated (log) from subsets of 16, 23, 32, 45, 64 to 300 samples" in repr(prediction)
+    assert prediction.steps_to(0.95, "inverse") is not None
     assert prediction.to_frame()["loss"].is_monotonic_decreasing
     # the kernel is reused for another learning rate, and rejected for other weights
     again = prenet.predict_steps(model, (inputs, labels), lr=0.1, batch=8, subset=64, target_loss=0.95,
                                  max_steps=3000, runs=2, kernel=prediction.kernel)
+    assert again.subset_sizes == [64] and "linearised on 64 of 300 samples" in repr(again)   # the default
     assert again.kernel_seconds == 0 and again.steps > first
     with torch.no_grad():
         model[0].bias.add_(0.5)
@@ -186,6 +195,7 @@ def test_projected_kernel_approximates_the_exact_one():
     (dict(batch=0), "batch must be an integer >= 1"),
     (dict(noise="langevin"), "unknown noise treatment 'langevin'"),
     (dict(target_loss=-1.0), "target_loss must be a number > 0"),
+    (dict(extrapolate="cubic"), "unknown extrapolation 'cubic'; known: inverse, log, power or None"),
     (dict(loss="mse"), r"mse needs float targets of shape \(n, 3\)"),
 ])
 def test_bad_arguments_are_named(arguments, message):

@@ -1,10 +1,9 @@
 """Loss curves of SGD on a linearised network, computed in function space from its tangent kernel.
 
-With Theta = Phi Phi^T on n samples (prenet.tangent_kernel), the outputs of the linearised model are
-f = f0 + Phi d for a coordinate vector d of the kernel's modes, and one step of PyTorch's SGD (v <- m v + g,
-w <- w - lr v; dampening 0) on a batch B is, exactly, d <- d - lr v with v <- m v + Phi_B^T dL_B/df_B
-(Zancato et al., Sec. 3: the dynamics of a linearised model live in the n*K-dimensional function space, whatever the
-number of weights). Two treatments of SGD's noise:
+For the linearised model f = f0 + J (w - w0), one step of PyTorch's SGD (v <- m v + g, w <- w - lr v; dampening
+0) on a batch B moves the outputs on n samples by -lr J v, and J v obeys u <- m u + Theta[:, B] dL_B/df_B with the
+tangent kernel Theta = J J^T (prenet.tangent_kernel): exactly, in the n*K-dimensional function space, whatever the
+number of weights (Zancato et al., Sec. 3). Two treatments of SGD's noise:
 - "sampled": batches drawn as a shuffled data loader draws them (every epoch a new permutation, the last partial
   batch kept), several independent runs averaged: the exact distribution of the linearised model's SGD, where the
   paper approximates it by an SDE;
@@ -86,17 +85,19 @@ def batch_order(n, batch, seed):
 
 
 class FunctionSpaceSGD:
-    """SGD (learning rate `lr`, `momentum`, batch `batch`) on the linearised model, `runs` independent batch
-    sequences at once (seeds seed, seed+1, ...), or the full-batch drift when noise == "mean"."""
+    """SGD (learning rate `lr`, `momentum`, batch `batch`) on the linearised model over n samples, in function
+    space: outputs f (n x K) and the momentum's output change u; a step on batch B is u <- m u + Theta[:, B] g_B,
+    f <- f - lr u, with g_B = dL_B/df_B. `runs` independent batch sequences (seeds seed, seed+1, ...) at once, or
+    the full-batch drift when noise == "mean"."""
 
-    def __init__(self, phi, f0, targets, loss, lr, momentum, batch, noise="sampled", runs=1, seed=0):
+    def __init__(self, gram, f0, targets, loss, lr, momentum, batch, noise="sampled", runs=1, seed=0):
         self.n, self.outputs = f0.shape
-        self.phi = phi                                  # (n*K, modes), sample-major rows
-        self.f0, self.y, self.loss = f0, targets, loss
+        self.gram = gram                                  # (n*K, n*K), sample-major rows
+        self.y, self.loss = targets, loss
         self.lr, self.momentum = lr, momentum
         runs = 1 if noise == "mean" else runs
-        self.coords = np.zeros((runs, phi.shape[1]))
-        self.velocity = np.zeros_like(self.coords)
+        self.f = np.repeat(f0[None], runs, axis=0)
+        self.change = np.zeros_like(self.f)
         full = np.arange(self.n)
         self.orders = [batch_order(self.n, batch, seed + run) if noise == "sampled" else iter(lambda: full, None)
                        for run in range(runs)]
@@ -104,20 +105,17 @@ class FunctionSpaceSGD:
 
     def mean_loss(self):
         """The loss on all n samples, averaged over the runs."""
-        outputs = self.f0[None] + (self.coords @ self.phi.T).reshape(-1, self.n, self.outputs)
-        return float(self.loss.value(outputs, self.y).mean())
+        return float(self.loss.value(self.f, self.y).mean())
 
     def step(self):
         """One SGD step of every run."""
-        gradient = np.empty_like(self.coords)
         for run, order in enumerate(self.orders):
             samples = next(order)
             rows = (samples[:, None] * self.outputs + np.arange(self.outputs)).reshape(-1)
-            phi_b = self.phi[rows]
-            f_b = self.f0[samples] + (phi_b @ self.coords[run]).reshape(len(samples), self.outputs)
-            gradient[run] = phi_b.T @ self.loss.gradient(f_b, self.y[samples]).reshape(-1)
-        self.velocity = self.momentum * self.velocity + gradient
-        self.coords -= self.lr * self.velocity
+            gradient = self.loss.gradient(self.f[run, samples], self.y[samples]).reshape(-1)
+            pushed = (gradient @ self.gram[rows]).reshape(self.n, self.outputs)   # Theta symmetric: rows, not columns
+            self.change[run] = self.momentum * self.change[run] + pushed
+        self.f -= self.lr * self.change
         self.steps += 1
 
 

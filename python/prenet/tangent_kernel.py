@@ -7,8 +7,8 @@ jacrev), in chunks of samples so that memory stays bounded, and, when the model 
 `projection_dim`, on a CountSketch random projection of the Jacobian rows (an unbiased estimate of every inner
 product, Weinberger et al. 2009 / Charikar et al. 2002), which never holds a full P-wide Jacobian.
 
-The result is held as its eigen-factor Phi = U Lambda^(1/2) (Theta = Phi Phi^T), which is all the dynamics need.
-Nested subsets (the first m of the sample) are views of the same kernel, used to extrapolate to the full data set.
+Nested subsets (the first m of the sample) are blocks of the same kernel, used to extrapolate to the full data set;
+eigen-decompositions (for the closed-form MSE curve) are computed on demand.
 """
 import time
 from dataclasses import dataclass, field
@@ -89,17 +89,16 @@ class TangentKernel:
         modes at rounding level (below 1e-13 of the largest) dropped since they cannot move the outputs."""
         samples = self.samples if samples is None else samples
         if samples not in self._modes:
-            rows = samples * self.outputs
-            eigenvalues, eigenvectors = np.linalg.eigh(self.gram[:rows, :rows])
+            eigenvalues, eigenvectors = np.linalg.eigh(self.block(samples))
             eigenvalues, eigenvectors = eigenvalues[::-1], eigenvectors[:, ::-1]
             keep = eigenvalues > 1e-13 * max(eigenvalues[0], 0.0)
             self._modes[samples] = eigenvalues[keep], eigenvectors[:, keep]
         return self._modes[samples]
 
-    def factor(self, samples=None):
-        """Phi (samples*K x modes) with Theta = Phi Phi^T on the first `samples` samples."""
-        eigenvalues, eigenvectors = self.modes(samples)
-        return eigenvectors * np.sqrt(eigenvalues)
+    def block(self, samples):
+        """Theta of the first `samples` samples (a view)."""
+        rows = samples * self.outputs
+        return self.gram[:rows, :rows]
 
 
 def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress=False):

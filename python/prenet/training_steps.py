@@ -3,12 +3,16 @@
 
 The model is linearised at its current weights; its tangent kernel is computed on a random subset of n of the N
 training samples (prenet.tangent_kernel) and SGD is run on the linearised model in function space
-(prenet.loss_dynamics). A subset is fitted in fewer steps than the whole set (each sample is revisited N/n times
-more often), so when n < N the same dynamics are run on nested subsets (n, n/sqrt2, n/2, ...: sub-blocks of one
-kernel) and, for each fraction q of the initial loss, the first step T_m(q) reaching it is fitted as a learning
-curve that saturates in the subset size, T = a + b/m (b <= 0: more data never trains faster), and read at m = N
-(chosen over a power law in m and over no extrapolation on bench/validate_steps.py's grid). The predicted
-curve is q times the whole set's initial loss (a forward pass over at most INITIAL_LOSS_SAMPLES of it) at T_N(q).
+(prenet.loss_dynamics); the predicted curve is the subset's, relative to its own initial loss, times the whole
+set's initial loss (a forward pass over at most INITIAL_LOSS_SAMPLES of it).
+
+A subset is fitted in fewer steps than the whole set (each sample is revisited N/n times more often), so the
+subset's steps can be carried to N: the same dynamics run on nested subsets (n, n/sqrt2, n/2, ...: blocks of one
+kernel) and, for each fraction q of the initial loss, the first step T_m(q) is fitted against the subset size
+(EXTRAPOLATIONS: a + b/m, a + b log m, or a power law) and read at m = N. This is off by default: on
+bench/validate_steps.py's grid the subset's own steps were closer to real fine-tuning (the linearised model
+itself trains slower than the real network, which the subset's speed offsets) and the extrapolations amplified
+the noise of the subsets' steps (bench/results/steps_validation.md).
 """
 import math
 import time
@@ -38,6 +42,7 @@ class StepsPrediction:
     momentum: float
     noise: str
     runs: int
+    extrapolation: object
     dataset_size: int
     initial_loss: float
     target_loss: object
@@ -60,9 +65,11 @@ class StepsPrediction:
         """What the prediction cost: the kernel (nothing when one was passed back in) and the simulation."""
         return self.kernel_seconds + self.simulation_seconds
 
-    def steps_to(self, target):
-        """First step at which the predicted loss reaches `target`; None if not within max_steps."""
-        return _steps_to(self.subset_curves, self.dataset_size, target / self.initial_loss, self.max_steps)
+    def steps_to(self, target, extrapolation=None):
+        """First step at which the predicted loss reaches `target`; None if not within max_steps. `extrapolation`:
+        another of EXTRAPOLATIONS than the prediction's own, for comparison."""
+        return _steps_to(self.subset_curves, self.dataset_size, target / self.initial_loss, self.max_steps,
+                         extrapolation or self.extrapolation)
 
     def __repr__(self):
         targets = self.target_loss if isinstance(self.target_loss, list) else [self.target_loss]
@@ -71,7 +78,8 @@ class StepsPrediction:
                 f"does not reach {target:.4g} within {self.max_steps} steps"
                 for target, step in zip(targets, steps) if target is not None]
         sizes = self.subset_sizes
-        how = (f"extrapolated from subsets of {', '.join(map(str, sizes))} to {self.dataset_size} samples"
+        how = (f"extrapolated ({self.extrapolation}) from subsets of {', '.join(map(str, sizes))} to "
+               f"{self.dataset_size} samples"
                if len(sizes) > 1 else f"linearised on {sizes[0]} of {self.dataset_size} samples")
         return (f"<prenet steps: {self.loss} {self.initial_loss:.4g} at step 0, " + "; ".join(said or ["no target"])
                 + f" (lr {self.lr:g}, batch {self.batch}, momentum {self.momentum:g}, noise {self.noise}; {how}; "
@@ -134,7 +142,7 @@ def dataset_length(dataset):
     return len(dataset)
 
 
-def _check(lr, batch, momentum, noise, runs, subset, max_steps):
+def _check(lr, batch, momentum, noise, runs, subset, max_steps, extrapolate):
     for name, value, ok, want in (("lr", lr, lambda v: v > 0, "a number > 0"),
                                   ("momentum", momentum, lambda v: 0 <= v < 1, "a number in [0, 1)")):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
@@ -144,6 +152,8 @@ def _check(lr, batch, momentum, noise, runs, subset, max_steps):
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     if noise not in NOISE:
         raise ValueError(f"unknown noise treatment {noise!r}; known: {', '.join(NOISE)}")
+    if extrapolate is not None and extrapolate not in EXTRAPOLATIONS:
+        raise ValueError(f"unknown extrapolation {extrapolate!r}; known: {', '.join(EXTRAPOLATIONS)} or None")
 
 
 def _checkpoints(max_steps):
@@ -165,9 +175,19 @@ def _subset_sizes(n, dataset_size, batch, extrapolate):
     return sizes if len(sizes) >= 2 else [n]
 
 
-def _steps_to(subset_curves, dataset_size, fraction, max_steps):
+# How the first step T_m reaching a loss grows with the subset size m, as a straight line y(T) = a + b x(m) read
+# at m = N: name -> (x(m), y(T), T(y), the sign of b for which more data trains slower).
+EXTRAPOLATIONS = {
+    "inverse": (lambda m: 1.0 / m, lambda t: t, lambda y: y, -1),           # saturating: T = a + b/m
+    "log": (np.log, lambda t: t, lambda y: y, 1),                            # T = a + b log m
+    "power": (np.log, np.log, np.exp, 1),                                    # log T = a + b log m
+}
+
+
+def _steps_to(subset_curves, dataset_size, fraction, max_steps, extrapolation):
     """First step at which the whole set's loss falls to `fraction` of its initial value: the subsets' first
-    steps T_m, fitted as T = a + b/m (b <= 0) and read at m = N (one subset: its own step). None beyond max_steps."""
+    steps T_m extrapolated to m = N as EXTRAPOLATIONS[extrapolation] says (one subset: its own step). None
+    beyond max_steps or when a subset never gets there."""
     firsts = []
     for size, (steps, losses) in sorted(subset_curves.items()):
         first = first_step_below(steps, losses / losses[0], fraction)
@@ -177,12 +197,15 @@ def _steps_to(subset_curves, dataset_size, fraction, max_steps):
     if len(firsts) == 1 or min(firsts) == 0:
         step = firsts[-1]
     else:
-        slope, intercept = np.polyfit(1.0 / np.array(sorted(subset_curves), float), firsts, 1)
-        step = math.ceil(intercept + min(slope, 0.0) / dataset_size - 1e-9)
+        x_of, y_of, t_of, sign = EXTRAPOLATIONS[extrapolation]
+        slope, intercept = np.polyfit(x_of(np.array(sorted(subset_curves), float)), y_of(np.array(firsts, float)), 1)
+        # a fitted trend of more data training faster is noise: keep the largest subset's own step then
+        step = (math.ceil(float(t_of(intercept + slope * x_of(float(dataset_size)))) - 1e-9) if sign * slope > 0
+                else firsts[-1])
     return step if step <= max_steps else None
 
 
-def _extrapolated_curve(subset_curves, dataset_size, initial_loss, max_steps, points=200):
+def _extrapolated_curve(subset_curves, dataset_size, initial_loss, max_steps, extrapolation, points=200):
     """(steps, losses) of the whole set: fractions q of the initial loss, down to the lowest all subsets reached,
     at their extrapolated first steps (kept non-decreasing)."""
     if len(subset_curves) == 1:
@@ -190,7 +213,7 @@ def _extrapolated_curve(subset_curves, dataset_size, initial_loss, max_steps, po
         return steps, losses / losses[0] * initial_loss
     lowest = max(losses.min() / losses[0] for _, losses in subset_curves.values())
     fractions = np.geomspace(1.0, max(lowest, 1e-12), points)
-    pairs = [(_steps_to(subset_curves, dataset_size, q, max_steps), q) for q in fractions]
+    pairs = [(_steps_to(subset_curves, dataset_size, q, max_steps, extrapolation), q) for q in fractions]
     pairs = [(s, q) for s, q in pairs if s is not None]
     steps = np.maximum.accumulate(np.array([s for s, _ in pairs]))
     return steps, np.array([q for _, q in pairs]) * initial_loss
@@ -214,7 +237,7 @@ def _as_targets(targets, loss_fn):
 
 
 def predict_steps(model, dataset, loss="cross_entropy", target_loss=None, lr=0.01, batch=32, momentum=0.0,
-                  subset=256, projection_dim=None, max_steps=10000, noise="sampled", runs=4, extrapolate=True,
+                  subset=256, projection_dim=None, max_steps=10000, noise="sampled", runs=4, extrapolate=None,
                   seed=0, kernel=None, progress=False):
     """Predicted training-loss curve of fine-tuning `model` with SGD (PyTorch's: learning rate `lr`, `momentum`,
     dampening 0) on `dataset` in batches of `batch`, and the first step reaching `target_loss` (a number or a list).
@@ -223,15 +246,16 @@ def predict_steps(model, dataset, loss="cross_entropy", target_loss=None, lr=0.0
     are class indices for "cross_entropy", float tensors shaped like the model's output for "mse" (both losses
     averaged as PyTorch's CrossEntropyLoss and MSELoss do). The model must map a batch to (batch, outputs); it is
     linearised in eval mode (dropout off, normalisation statistics fixed).
-    subset: samples the kernel is computed on (all of them when the data set is no larger); extrapolate: from
-    nested subsets to the whole set (see the module's description); projection_dim: models with more parameters
+    subset: samples the kernel is computed on (all of them when the data set is no larger); extrapolate: how the
+    steps are carried from nested subsets to the whole set, one of EXTRAPOLATIONS ("log", "inverse", "power"; see
+    the module's description) or None to take the subset's own steps; projection_dim: models with more parameters
     than this have their Jacobian randomly projected to this many dimensions (default 16384).
     noise: "sampled" (`runs` independent shuffled batch sequences, averaged) or "mean" (full-batch drift).
     kernel: the `.kernel` of an earlier prediction on the same model, data, subset and seed, not to recompute it.
     """
     import torch
 
-    _check(lr, batch, momentum, noise, runs, subset, max_steps)
+    _check(lr, batch, momentum, noise, runs, subset, max_steps, extrapolate)
     loss_fn = find_loss(loss)
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -264,11 +288,12 @@ def predict_steps(model, dataset, loss="cross_entropy", target_loss=None, lr=0.0
     checkpoints = _checkpoints(max_steps)
     subset_curves = {m: _subset_curve(kernel, targets, loss_fn, m, checkpoints, stop_fraction, lr, momentum,
                                       batch, noise, runs, seed, progress) for m in sizes}
-    curve_steps, curve = _extrapolated_curve(subset_curves, dataset_size, initial_loss, max_steps)
-    steps = [None if t is None else _steps_to(subset_curves, dataset_size, t / initial_loss, max_steps)
+    curve_steps, curve = _extrapolated_curve(subset_curves, dataset_size, initial_loss, max_steps, extrapolate)
+    steps = [None if t is None else _steps_to(subset_curves, dataset_size, t / initial_loss, max_steps, extrapolate)
              for t in wanted]
     several = isinstance(target_loss, (list, tuple))
     return StepsPrediction(loss=loss, lr=lr, batch=batch, momentum=momentum, noise=noise, runs=runs,
+                           extrapolation=extrapolate if len(sizes) > 1 else None,
                            dataset_size=dataset_size, initial_loss=initial_loss,
                            target_loss=wanted if several else target_loss, steps=steps if several else steps[0],
                            max_steps=max_steps, curve_steps=curve_steps, curve=curve, subset_curves=subset_curves,
@@ -286,7 +311,7 @@ def _subset_curve(kernel, targets, loss_fn, size, checkpoints, stop_fraction, lr
     if noise == "mean" and loss_fn.name == "mse":
         losses = mse_mean_curve(*kernel.modes(size), kernel.f0[:size], targets[:size], lr, momentum, checkpoints)
         return checkpoints, losses
-    sim = FunctionSpaceSGD(kernel.factor(size), kernel.f0[:size], targets[:size], loss_fn, lr, momentum, batch,
+    sim = FunctionSpaceSGD(kernel.block(size), kernel.f0[:size], targets[:size], loss_fn, lr, momentum, batch,
                            noise, runs, seed)
     losses = []
     with tqdm(total=int(checkpoints[-1]), desc=f"SGD on {size} samples", unit="step", disable=not progress) as bar:

@@ -1,0 +1,275 @@
+"""Validation of prenet.predict_steps on this machine's CPU (issue 7): predicted against actual SGD steps to reach
+50%, 20% and 10% of the initial training loss when fine-tuning a pre-trained network, over a grid of learning
+rates, batch sizes and momenta, against a baseline that extrapolates an exponential fitted to the first steps.
+
+Set-up: scikit-learn's digits (1,797 8x8 images, 10 classes, pixels / 16); an MLP 64-64-64-10 (tanh) pre-trained
+on the five classes 0-4 (SGD, lr 0.1, momentum 0.9, 30 epochs, seed 0), then fine-tuned on all ten classes with
+plain PyTorch SGD (cross-entropy), batches from prenet.loss_dynamics.batch_order (seed 123), the training loss
+on all 1,797 samples evaluated after every step, up to CAP steps.
+Columns: `predicted` (predict_steps with its defaults: subset 256, 4 sampled runs), its steps extrapolated from
+nested subsets by each form of prenet.training_steps.EXTRAPOLATIONS, `linearised, all data` (the linearised
+model trained for real on all samples: what the method would give with an unlimited subset), `exp. fit`
+(c + a exp(-b t) fitted to the first BASELINE_STEPS steps of the real curve). Errors are |predicted - actual| / actual; a prediction that never reaches a target the
+real run reaches counts at the cap. Usage: python bench/validate_steps.py [--out bench/results/steps_validation.md]
+"""
+import argparse
+import inspect
+import itertools
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import prenet
+from prenet.loss_dynamics import batch_order, first_step_below
+from prenet.training_steps import EXTRAPOLATIONS, _checkpoints
+
+GRID = dict(lr=(0.01, 0.05, 0.2), batch=(16, 64), momentum=(0.0, 0.9))
+FRACTIONS = (0.5, 0.2, 0.1)
+CAP = 3000
+SUBSET = 256
+BASELINE_STEPS = 30
+DATA_SEED, ORDER_SEED = 0, 123
+
+
+def digits():
+    from sklearn.datasets import load_digits
+
+    data = load_digits()
+    return torch.tensor(data.data / 16.0, dtype=torch.float32), torch.tensor(data.target)
+
+
+def pretrained(inputs, labels):
+    """The MLP pre-trained on classes 0-4."""
+    torch.manual_seed(DATA_SEED)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64), torch.nn.Tanh(),
+                                torch.nn.Linear(64, 10))
+    half = labels < 5
+    x, y = inputs[half], labels[half]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(30):
+        for rows in torch.randperm(len(x)).split(32):
+            optimizer.zero_grad()
+            torch.nn.functional.cross_entropy(model(x[rows]), y[rows]).backward()
+            optimizer.step()
+    return model
+
+
+def fine_tune(model, inputs, labels, lr, batch, momentum, stop_loss):
+    """Real SGD from the model's weights: (training loss after 0, 1, ... steps, seconds spent in the steps)."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+    order = batch_order(len(inputs), batch, ORDER_SEED)
+    losses, seconds = [], 0.0
+    for step in range(CAP + 1):
+        with torch.no_grad():
+            losses.append(torch.nn.functional.cross_entropy(model(inputs), labels).item())
+        if losses[-1] <= stop_loss or step == CAP or not np.isfinite(losses[-1]):
+            break
+        rows = torch.as_tensor(next(order))
+        started = time.perf_counter()
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(inputs[rows]), labels[rows]).backward()
+        optimizer.step()
+        seconds += time.perf_counter() - started
+    return np.array(losses), seconds
+
+
+def first_below(losses, target):
+    below = np.nonzero(losses <= target)[0]
+    return int(below[0]) if len(below) else None
+
+
+def exponential_baseline(losses, target):
+    """First step at which c + a exp(-b t), fitted to the first BASELINE_STEPS losses, reaches target."""
+    from scipy.optimize import curve_fit
+
+    t = np.arange(min(BASELINE_STEPS, len(losses)))
+    y = losses[:len(t)]
+    try:
+        (a, b, c), _ = curve_fit(lambda s, a, b, c: c + a * np.exp(-b * s), t, y, p0=(y[0] - y[-1], 0.1, y[-1]),
+                                 maxfev=20000)
+    except RuntimeError:
+        return None
+    if target <= c or b <= 0 or a <= 0:
+        return None
+    return max(0, int(np.ceil(np.log(a / (target - c)) / b)))
+
+
+def linearised_all_data(model, inputs, labels, lr, batch, momentum, targets):
+    """Steps at which the linearised model, trained for real on every sample (explicit Jacobian, float32),
+    reaches each target (its loss evaluated at predict_steps' checkpoints: every step to 200, then every 0.5%)."""
+    from prenet.tangent_kernel import _functional, _state
+
+    functional_call, vmap, jacrev = _functional()
+    params, frozen = _state(model, torch.float64)
+    x = inputs.double()
+
+    def single(p, sample):
+        return functional_call(model, {**p, **frozen}, (sample.unsqueeze(0),)).squeeze(0)
+
+    jacobian = torch.cat([torch.cat([block.reshape(block.shape[0], 10, -1) for block in
+                                     vmap(jacrev(single), in_dims=(None, 0))(params, x[i:i + 200]).values()], 2)
+                          for i in range(0, len(x), 200)])
+    with torch.no_grad():
+        f0 = functional_call(model, {**params, **frozen}, (x,))
+    jacobian, f0 = jacobian.float(), f0.float()
+    delta = torch.zeros(jacobian.shape[2], requires_grad=True)
+    optimizer = torch.optim.SGD([delta], lr=lr, momentum=momentum)
+    order = batch_order(len(x), batch, ORDER_SEED)
+    checkpoints = _checkpoints(CAP)          # the loss on all samples at predict_steps' checkpoints only
+    losses = []
+    torch.set_num_threads(2)
+    for step in range(CAP + 1):
+        if step == checkpoints[len(losses)]:
+            with torch.no_grad():
+                losses.append(torch.nn.functional.cross_entropy(f0 + jacobian @ delta, labels).item())
+            if losses[-1] <= min(targets) or not np.isfinite(losses[-1]):
+                break
+        rows = torch.as_tensor(next(order))
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(f0[rows] + jacobian[rows] @ delta, labels[rows]).backward()
+        optimizer.step()
+    torch.set_num_threads(1)
+    return [first_step_below(checkpoints[:len(losses)], np.array(losses), t) for t in targets]
+
+
+def error(predicted, actual):
+    if actual is None:
+        return None
+    return abs((CAP if predicted is None else predicted) - actual) / actual
+
+
+def summary(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return "n/a", "n/a"
+    return f"{100 * statistics.median(values):.1f}%", f"{100 * float(np.percentile(values, 90)):.1f}%"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="bench/results/steps_validation.md")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    inputs, labels = digits()
+    model = pretrained(inputs, labels)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        initial = torch.nn.functional.cross_entropy(model(inputs), labels).item()
+    targets = [f * initial for f in FRACTIONS]
+    rows, kernel, subset_kernel = [], None, None
+    for lr, batch, momentum in itertools.product(*GRID.values()):
+        model.load_state_dict(state)
+        predicted = prenet.predict_steps(model, (inputs, labels), target_loss=targets, lr=lr, batch=batch,
+                                         momentum=momentum, subset=SUBSET, max_steps=CAP, kernel=kernel)
+        kernel = predicted.kernel
+        nested = prenet.predict_steps(model, (inputs, labels), target_loss=targets, lr=lr, batch=batch,
+                                      momentum=momentum, subset=SUBSET, max_steps=CAP, extrapolate="log",
+                                      kernel=kernel)
+        linear = linearised_all_data(model, inputs, labels, lr, batch, momentum, targets)
+        losses, train_seconds = fine_tune(model, inputs, labels, lr, batch, momentum, min(targets))
+        for fraction, target, p, lin in zip(FRACTIONS, targets, predicted.steps, linear):
+            actual = first_below(losses, target)
+            forms = {f"extrapolated_{form}": nested.steps_to(target, form) for form in EXTRAPOLATIONS}
+            rows.append(dict(lr=lr, batch=batch, momentum=momentum, fraction=fraction, actual=actual, predicted=p,
+                             linearised=lin, baseline=exponential_baseline(losses, target), **forms,
+                             predict_seconds=predicted.seconds, train_seconds=train_seconds,
+                             steps_trained=len(losses) - 1))
+        print(f"lr {lr} batch {batch} momentum {momentum}: actual "
+              f"{[r['actual'] for r in rows[-3:]]} predicted {predicted.steps} ({predicted.seconds:.1f} s; "
+              f"training {train_seconds:.1f} s)", flush=True)
+    write(rows, initial, kernel, Path(args.out))
+
+
+def write(rows, initial, kernel, out):
+    default = inspect.signature(prenet.predict_steps).parameters["extrapolate"].default
+    methods = [("predicted", f"predict_steps (extrapolate={default})"),
+               ("linearised", "linearised, all data"), ("baseline", f"exp. fit, first {BASELINE_STEPS} steps")]
+    lines = [f"# predict_steps on the CPU: digits MLP fine-tuning ({len(rows) // len(FRACTIONS)} configurations x "
+             f"{len(FRACTIONS)} targets)", "",
+             "Regenerate: `python bench/validate_steps.py`. Set-up in the script's docstring. Initial training loss "
+             f"{initial:.4f} (targets {', '.join(f'{f:.0%}' for f in FRACTIONS)} of it); cap {CAP} steps; "
+             f"torch {torch.__version__}, {platform.processor() or platform.machine()}, one thread.", "",
+             "## Summary (relative error of predicted steps against the real run, cells it reached)", "",
+             "| method | median | 90th percentile | cells |", "|---|---|---|---|"]
+    for key, name in methods:
+        errors = [error(r[key], r["actual"]) for r in rows]
+        median, p90 = summary(errors)
+        lines.append(f"| {name} | {median} | {p90} | {sum(e is not None for e in errors)} |")
+    lines += ["", "By target:", "", "| target | " + " | ".join(n for _, n in methods) + " |",
+              "|---|" + "---|" * len(methods)]
+    for fraction in FRACTIONS:
+        cells = [r for r in rows if r["fraction"] == fraction]
+        lines.append(f"| {fraction:.0%} | " + " | ".join(summary([error(r[k], r["actual"]) for r in cells])[0]
+                                                          for k, _ in methods) + " |")
+    lines += ["", "## Carrying the subset to the whole set", "",
+              f"Extrapolated from nested subsets of the {SUBSET}-sample one ({SUBSET} x 2^(-k/2), those of two "
+              "batches or more) with each form, judged against the real run and "
+              "against the linearised model trained on all 1,797 samples (what an unlimited subset would give: "
+              "the quantity the extrapolation estimates). Median / 90th percentile relative error.", "",
+              "| extrapolation | against the real run | against the linearised model on all data |", "|---|---|---|"]
+    real = summary([error(r["predicted"], r["actual"]) for r in rows])
+    linear = summary([error(r["predicted"], r["linearised"]) for r in rows])
+    lines.append(f"| none (the {SUBSET}-sample subset's own steps) | {real[0]} / {real[1]} | {linear[0]} / "
+                 f"{linear[1]} |")
+    for key, name in [(f"extrapolated_{form}", form) for form in EXTRAPOLATIONS]:
+        real = summary([error(r[key], r["actual"]) for r in rows])
+        linear = summary([error(r[key], r["linearised"]) for r in rows])
+        lines.append(f"| {name} | {real[0]} / {real[1]} | {linear[0]} / {linear[1]} |")
+    configs = rows[::len(FRACTIONS)]
+    kernel_seconds = kernel.seconds
+    simulate = [r["predict_seconds"] for r in configs]
+    train = [r["train_seconds"] for r in configs]
+    lines += ["", "## Cost", "",
+              f"Tangent kernel (256 samples x 10 outputs, {kernel.parameters} parameters, computed once and reused "
+              f"by every configuration): {kernel_seconds:.1f} s. Per configuration, the simulation (4 sampled runs): "
+              f"median {statistics.median(simulate):.1f} s. Real training to the lowest target (steps only, loss evaluations excluded): median "
+              f"{statistics.median(train):.2f} s, max {max(train):.2f} s.", "",
+              "| lr | batch | momentum | steps trained | training s | prediction s (first incl. kernel) |",
+              "|---|---|---|---|---|---|"]
+    lines += [f"| {r['lr']} | {r['batch']} | {r['momentum']} | {r['steps_trained']} | {r['train_seconds']:.2f} | "
+              f"{r['predict_seconds']:.2f} |" for r in configs]
+    forms = list(EXTRAPOLATIONS)
+    lines += ["", "## Every cell", "", "| lr | batch | momentum | target | actual | predicted | "
+              + " | ".join(f"{form} extrap." for form in forms) + " | linearised, all data | exp. fit |",
+              "|" + "---|" * (8 + len(forms))]
+    show = lambda v: "never" if v is None else str(v)  # noqa: E731
+    lines += [f"| {r['lr']} | {r['batch']} | {r['momentum']} | {r['fraction']:.0%} | {show(r['actual'])} | "
+              f"{show(r['predicted'])} | " + " | ".join(show(r[f'extrapolated_{form}']) for form in forms)
+              + f" | {show(r['linearised'])} | "
+              f"{show(r['baseline'])} |" for r in rows]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n")
+    plot(rows, out.with_suffix(".png"))
+    print("\n".join(lines[:16]))
+    print(f"written {out} and {out.with_suffix('.png')}")
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    for key, label, marker in (("predicted", "predict_steps", "o"), ("baseline", "exp. fit", "x")):
+        cells = [r for r in rows if r["actual"] and r[key]]
+        ax.scatter([r["actual"] for r in cells], [r[key] for r in cells], marker=marker, label=label)
+    top = max(r["actual"] or 1 for r in rows) * 2
+    ax.plot([1, top], [1, top], color="grey", lw=0.8)
+    ax.fill_between([1, top], [0.8, 0.8 * top], [1.2, 1.2 * top], color="grey", alpha=0.15, label="within 20%")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("actual steps")
+    ax.set_ylabel("predicted steps")
+    ax.set_title("Steps to 50/20/10% of the initial loss (digits MLP)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main()

@@ -78,12 +78,31 @@ def test_optimizer_with_more_state_costs_more():
     assert adam.optimizer_ms > sgd.optimizer_ms > 0
 
 
+def test_fp32_convolutions_use_tf32_tensor_cores_where_pytorch_does():
+    model = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1))
+
+    def conv_ms(gpu, precision):
+        layers = prenet.predict(model, batch=32, gpu=gpu, input_shape=(64, 56, 56), precision=precision).layers
+        convs = layers[layers["name"].isin(["0", "2"])]
+        return convs["forward_ms"].sum(), convs["backward_ms"].sum(), layers.loc[layers["name"] == "1", "forward_ms"]
+
+    for gpu, faster in (("A100", True), ("H100", True), ("V100", False)):   # V100: tensor cores without TF32
+        default, strict = conv_ms(gpu, "fp32"), conv_ms(gpu, "fp32_strict")
+        assert (default[0] < 0.5 * strict[0] and default[1] < 0.5 * strict[1]) if faster else default[:2] == strict[:2]
+        assert default[2].tolist() == strict[2].tolist()                      # the ReLU is not a convolution
+    conv = dict(batch=32, in_channels=64, out_channels=64, kernel_size=3, padding=1, height=56, width=56)
+    assert prenet.predict_layer("conv2d", gpu="A100", **conv) < prenet.predict_layer(
+        "conv2d", gpu="A100", precision="fp32_strict", **conv)
+    with pytest.raises(ValueError, match="precision 'tf32' is not supported yet; supported: fp32, fp32_strict"):
+        prenet.layer_time("conv2d", gpu="A100", precision="tf32", **conv)
+
+
 @pytest.mark.parametrize("kwargs, error, message", [
     (dict(gpu="T5000"), ValueError, "unknown GPU 'T5000'; closest known"),
     (dict(batch=0), ValueError, "batch must be an integer >= 1"),
     (dict(dataset_size=-3), ValueError, "dataset_size must be an integer >= 1"),
     (dict(optimizer="lion"), ValueError, "unknown optimizer 'lion'; known: sgd"),
-    (dict(precision="fp8"), ValueError, "precision 'fp8' is not supported yet; supported: fp32"),
+    (dict(precision="fp8"), ValueError, "precision 'fp8' is not supported yet; supported: fp32, fp32_strict"),
     (dict(input_shape=(3, 20, 20)), ValueError, "failed in module 'fc'"),
     (dict(input_shape=None), ValueError, "give input_shape"),
 ])

@@ -40,11 +40,14 @@ constexpr int kMaxDepth = 8;
 class Planner {
 public:
     Planner(const PredictorBundle& bundle, const GpuSpec& gpu, const std::string& optimizer,
-            std::vector<LayerTime>& out)
-        : bundle_(bundle), gpu_(gpu), optimizer_(optimizer), out_(out) {}
+            std::vector<LayerTime>& out, bool tf32_convolutions = false)
+        : bundle_(bundle), gpu_(gpu), optimizer_(optimizer), out_(out), tf32_convolutions_(tf32_convolutions) {}
 
     void forward(const LayerConfig& c, Destination d, int depth = 0) {
         const LayerKind& kind = c.kind();
+        if (kind.cudnn_convolution && tf32_convolutions_) {
+            d.weight *= tf32_convolution_factor(kind.cost(c, kFp32Bytes), gpu_);
+        }
         if (bundle_.has(kind.name, "forward")) return queue(c, "forward", d);
         if (kind.forward_kernels && depth < kMaxDepth) {
             for (const auto& k : kind.forward_kernels(c)) forward(configure(k), scaled(d, k.count), depth + 1);
@@ -128,16 +131,27 @@ private:
     const GpuSpec& gpu_;
     const std::string& optimizer_;
     std::vector<LayerTime>& out_;
+    bool tf32_convolutions_;
     std::map<std::pair<std::string, std::string>, std::pair<std::vector<LayerConfig>, std::vector<Destination>>> batches_;
 };
 
 }  // namespace
 
+double tf32_convolution_factor(const LayerCost& cost, const GpuSpec& gpu) {
+    if (!gpu.tf32_tflops || *gpu.tf32_tflops <= gpu.fp32_tflops) return 1.0;
+    const double fp32_bound = roofline_ms(cost.forward_flops, cost.forward_bytes, gpu);
+    if (fp32_bound <= 0) return 1.0;
+    GpuSpec tensor_cores = gpu;
+    tensor_cores.fp32_tflops = *gpu.tf32_tflops;
+    return roofline_ms(cost.forward_flops, cost.forward_bytes, tensor_cores) / fp32_bound;
+}
+
 std::vector<LayerTime> estimate_layer_times(const PredictorBundle& bundle, const std::vector<LayerConfig>& configs,
-                                            const GpuSpec& gpu, const std::string& optimizer) {
+                                            const GpuSpec& gpu, const std::string& optimizer,
+                                            bool tf32_convolutions) {
     find_optimizer(optimizer);  // an unknown name fails before any work
     std::vector<LayerTime> out(configs.size());
-    Planner planner(bundle, gpu, optimizer, out);
+    Planner planner(bundle, gpu, optimizer, out, tf32_convolutions);
     for (std::size_t row = 0; row < configs.size(); ++row) {
         planner.forward(configs[row], {row, kForward, 1.0, TimeBasis::predicted});
         planner.backward(configs[row], {row, kBackward, 1.0, TimeBasis::predicted});

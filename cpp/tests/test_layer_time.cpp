@@ -128,4 +128,33 @@ TEST_F(EstimatorTest, CompositeKindsUseTheirKernelsAndParameterFreeKindsHaveNoUp
     EXPECT_EQ(times[1].optimizer_basis, prenet::TimeBasis::exact);
 }
 
+TEST_F(EstimatorTest, CudnnConvolutionsRunOnTheTf32RooflineByDefault) {
+    const auto bundle = prenet::PredictorBundle::load(folder_.string());
+    // No conv2d predictor: forward and backward are roofline bounds, at the TF32 rate where the GPU has one.
+    const auto big = find_layer_kind("conv2d").configure({{"batch", 32}, {"in_channels", 256}, {"out_channels", 256},
+                                                          {"kernel_size", 3}, {"padding", 1}, {"height", 28},
+                                                          {"width", 28}});
+    const auto depthwise = find_layer_kind("conv2d").configure({{"batch", 32}, {"in_channels", 256},
+                                                                {"out_channels", 256}, {"kernel_size", 3},
+                                                                {"padding", 1}, {"height", 28}, {"width", 28},
+                                                                {"groups", 256}});
+    const auto fp32 = prenet::estimate_layer_times(bundle, {big, depthwise}, gpu_, "sgd", true);  // no TF32 rate
+    prenet::GpuSpec ampere = gpu_;
+    ampere.tf32_tflops = 80;  // 8x the fp32 rate
+    const auto tf32 = prenet::estimate_layer_times(bundle, {big, depthwise}, ampere, "sgd", true);
+    const auto strict = prenet::estimate_layer_times(bundle, {big, depthwise}, ampere, "sgd", false);
+
+    const auto cost = big.kind().cost(big, 4);
+    const double compute_fp32 = 1e3 * cost.forward_flops / 10e12, memory = 1e3 * cost.forward_bytes / 100e9;
+    ASSERT_GT(compute_fp32, memory);  // compute-bound at fp32
+    EXPECT_NEAR(prenet::tf32_convolution_factor(cost, ampere),
+                std::max(compute_fp32 / 8, memory) / compute_fp32, 1e-12);
+    EXPECT_EQ(prenet::tf32_convolution_factor(cost, gpu_), 1.0);
+    EXPECT_DOUBLE_EQ(strict[0].forward_ms, fp32[0].forward_ms);
+    EXPECT_NEAR(tf32[0].forward_ms, fp32[0].forward_ms * prenet::tf32_convolution_factor(cost, ampere), 1e-12);
+    EXPECT_LT(tf32[0].backward_ms, fp32[0].backward_ms);  // its gradient convolutions too
+    // A depthwise convolution is memory-bound at either rate: unchanged.
+    EXPECT_DOUBLE_EQ(tf32[1].forward_ms, fp32[1].forward_ms);
+}
+
 }  // namespace

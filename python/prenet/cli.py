@@ -151,14 +151,16 @@ def parser():
     e = sub.add_parser("predict", help="predicted training time of a model: per step and per epoch")
     e.add_argument("--gpu", default="V100", help="GPU name, alias or torch device name, or 'cpu' (default V100)")
     _training_run_arguments(e)
-    e.add_argument("--precision", default="fp32")
+    e.add_argument("--precision", default="fp32", help="fp32 (PyTorch's defaults: cuDNN convolutions in TF32 where "
+                   "the GPU has it) or fp32_strict (no TF32)")
     e.add_argument("--top", type=int, default=15, help="layers to list (default 15)")
     e.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     e.set_defaults(run=_predict)
     m = sub.add_parser("measure", help="measured training epoch of a model (../shared/PROTOCOL.md)")
     m.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default cuda)")
     _training_run_arguments(m)
-    m.add_argument("--precision", default="fp32", help="fp32, bf16 or fp16 (autocast)")
+    m.add_argument("--precision", default="fp32", help="fp32 (PyTorch's defaults), fp32_strict (no TF32), bf16 or "
+                   "fp16 (autocast)")
     m.add_argument("--repeats", type=int, default=3, help="timed epochs after the warm-up (>= 3)")
     m.add_argument("--json", action="store_true", help="print one JSON object")
     m.set_defaults(run=_measure)

@@ -13,13 +13,12 @@ from dataclasses import dataclass, field
 from . import host_cost, op_costs, op_trace
 from ._native import core
 from .catalog import host_catalog
-from .predictors import resolve
+from .predictors import resolve, tf32_convolutions
 
 # Optimizer names as prenet.predict and prenet.measure take them (../shared/PROTOCOL.md: "sgd" is SGD with
 # momentum 0.9) -> the native optimizer table's names.
 OPTIMIZERS = {"sgd": "sgd_momentum", "sgd_nesterov": "sgd_momentum", "sgd_plain": "sgd", "adam": "adam",
               "adamw": "adamw", "rmsprop": "rmsprop", "adagrad": "adagrad"}
-PRECISIONS = ("fp32",)
 
 
 @dataclass
@@ -96,12 +95,13 @@ def _check(model, batch, dataset_size, optimizer, precision=None):
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
-    if precision is not None and precision not in PRECISIONS:
-        raise ValueError(f"precision {precision!r} is not supported yet; supported: {', '.join(PRECISIONS)}")
+    if precision is not None:
+        tf32_convolutions(precision)  # rejects an unsupported one by name
 
 
-def _device_times(ops, native, catalog, device, optimizer):
+def _device_times(ops, native, catalog, device, optimizer, precision):
     """Per op: (Work or None, milliseconds, basis)."""
+    tf32 = tf32_convolutions(precision)
     works = [op_costs.work_of(op) for op in ops]
     groups = {}
     for index, work in enumerate(works):
@@ -111,17 +111,17 @@ def _device_times(ops, native, catalog, device, optimizer):
     for (kind, part), indices in groups.items():
         configs = [works[i].config for i in indices]
         try:
-            times = native.estimate(kind, configs, catalog, device, optimizer)
+            times = native.estimate(kind, configs, catalog, device, optimizer, tf32)
         except ValueError:  # a configuration outside its kind's range: cost that op by its traffic
             times = []
             for i in indices:
                 try:
-                    times += native.estimate(kind, [works[i].config], catalog, device, optimizer)
+                    times += native.estimate(kind, [works[i].config], catalog, device, optimizer, tf32)
                 except ValueError:
                     op = ops[i]
                     elements = sum(map(op_costs.numel, op.inputs)) + sum(op_costs.numel(s) for s in op.outputs if s)
                     works[i] = op_costs.traffic(elements)
-                    times += native.estimate("add", [works[i].config], catalog, device, optimizer)
+                    times += native.estimate("add", [works[i].config], catalog, device, optimizer, tf32)
         for i, t in zip(indices, times):
             ms[i] = works[i].count * t[f"{part}_ms"]
             basis[i] = works[i].how if works[i].how == "traffic" else t[f"{part}_basis"]
@@ -157,9 +157,9 @@ def _owners(ops, works):
     return owners
 
 
-def _step(ops, model, native, catalog, device, optimizer, on_gpu, costs):
+def _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs):
     """(step ms, device ms, host ms, optimizer ms, per-op rows)."""
-    works, ms, basis = _device_times(ops, native, catalog, device, OPTIMIZERS[optimizer])
+    works, ms, basis = _device_times(ops, native, catalog, device, OPTIMIZERS[optimizer], precision)
     parameters = [p.numel() for p in model.parameters() if p.requires_grad]
     # PyTorch's optimizers default to their multi-tensor (foreach) path when every parameter is on a CUDA device:
     # each of the update's kernels then covers all tensors at once; on the CPU they loop over tensors.
@@ -242,7 +242,7 @@ def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, d
         steps = {}
         for size in sorted(set(sizes)):
             ops = op_trace.at_batch(traces, size, model, make_inputs)
-            steps[size] = _step(ops, model, native, catalog, device, optimizer, on_gpu, costs)
+            steps[size] = _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs)
     finally:
         model.train(was_training)
     step_ms, device_ms, host_ms, update_ms, rows = steps[batch] if batch in steps else steps[sizes[0]]

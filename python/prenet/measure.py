@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from .estimate import _check, _input_maker
 from .host_cost import _cpu_model
 
-PRECISIONS = ("fp32", "bf16", "fp16")
+# As prenet.predict names them: "fp32" touches nothing (PyTorch's defaults), "fp32_strict" turns TF32 off for
+# cuDNN and matmuls, "bf16" / "fp16" autocast forward and loss (fp16 with a GradScaler).
+PRECISIONS = ("fp32", "fp32_strict", "bf16", "fp16")
 
 
 @dataclass
@@ -131,14 +133,20 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
                 loss.backward()
                 opt.step()
 
-    epoch()  # warm-up
-    times = []
-    for _ in range(repeats):
-        synchronize()
-        started = time.monotonic()
-        epoch()
-        synchronize()
-        times.append(time.monotonic() - started)
+    flags = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
+    if precision == "fp32_strict":
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        epoch()  # warm-up
+        times = []
+        for _ in range(repeats):
+            synchronize()
+            started = time.monotonic()
+            epoch()
+            synchronize()
+            times.append(time.monotonic() - started)
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = flags
     median = statistics.median(times)
     env = _environment(model, device)
     env.update(precision=precision, optimizer=optimizer, batch=batch, dataset_size=dataset_size,

@@ -33,31 +33,46 @@ def resolve(gpu, bundle=None):
     return load_bundle(str(bundle) if bundle else None), catalog, name
 
 
+# "fp32": PyTorch's defaults (cuDNN convolutions on TF32 tensor cores where the GPU has them, matmuls in full
+# fp32); "fp32_strict": TF32 off everywhere (torch.backends.cudnn.allow_tf32 = False).
+PRECISIONS = ("fp32", "fp32_strict")
+
+
+def tf32_convolutions(precision):
+    """Whether cuDNN convolutions run in TF32 under `precision` (ValueError for one not supported)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r} is not supported yet; supported: {', '.join(PRECISIONS)}")
+    return precision == "fp32"
+
+
 def _configs(kind, config):
     if not isinstance(kind, str):
         raise TypeError(f"kind must be a string such as 'conv2d', got {type(kind).__name__}")
     return [{key: _as_int(kind, key, value) for key, value in config.items()}]
 
 
-def layer_time(kind, gpu="V100", optimizer="sgd", bundle=None, **config):
+def layer_time(kind, gpu="V100", optimizer="sgd", precision="fp32", bundle=None, **config):
     """Milliseconds of one layer's training step by part: `forward_ms`, `backward_ms`, `optimizer_ms`, each with
     its basis ("predicted" by a fitted predictor, composed of "kernels", a "roofline" bound, or "exact" zero)."""
+    tf32 = tf32_convolutions(precision)
     native, catalog, name = resolve(gpu, bundle)
-    return native.estimate(kind, _configs(kind, config), catalog, name, optimizer)[0]
+    return native.estimate(kind, _configs(kind, config), catalog, name, optimizer, tf32)[0]
 
 
-def predict_layer(kind, gpu="V100", mode="forward", optimizer="sgd", bundle=None, **config):
+def predict_layer(kind, gpu="V100", mode="forward", optimizer="sgd", precision="fp32", bundle=None, **config):
     """Predicted milliseconds of one layer: `mode` "forward" or "train" (forward, backward, optimizer step), with
     the kinds and keys of prenet.layer_features; `gpu` a catalog name or "cpu". A bundle with a predictor of the
-    whole step serves "train" directly; otherwise the parts of layer_time are summed. Unknown kinds, keys,
-    devices, modes or optimizers raise ValueError."""
+    whole step serves "train" directly; otherwise the parts of layer_time are summed. `precision`: "fp32"
+    (PyTorch's defaults) or "fp32_strict" (no TF32). Unknown kinds, keys, devices, modes, optimizers or
+    precisions raise ValueError."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    tf32 = tf32_convolutions(precision)
     native, catalog, name = resolve(gpu, bundle)
     configs = _configs(kind, config)
     if mode == "train" and native.has(kind, "train"):
         return native.predict(kind, "train", configs, catalog, name, optimizer)[0]
-    times = native.estimate(kind, configs, catalog, name, optimizer)[0]
+    times = native.estimate(kind, configs, catalog, name, optimizer, tf32)[0]
     if mode == "forward":
         return times["forward_ms"]
     return times["forward_ms"] + times["backward_ms"] + times["optimizer_ms"]

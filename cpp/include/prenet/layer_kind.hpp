@@ -78,6 +78,9 @@ public:
     // The backward pass (input and weight gradients) as forward kernels of known shapes.
     // Empty function: the backward passes of forward_kernels.
     std::function<std::vector<KernelWork>(const LayerConfig&)> backward_kernels;
+    // Its kernels are cuDNN convolutions, which PyTorch runs on TF32 tensor cores in fp32 by default on GPUs that
+    // have them (torch.backends.cudnn.allow_tf32 = True; matmuls default to full fp32).
+    bool cudnn_convolution = false;
 
     // Fills defaults, rejects unknown or missing keys and out-of-range values, then validates.
     LayerConfig configure(const std::map<std::string, std::int64_t>& given) const;

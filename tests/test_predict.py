@@ -1,13 +1,14 @@
 """prenet.predict: whole-model training time from the operator-level walk, and its errors."""
 import json
 import math
+import shutil
 
 import pytest
 import torch
 import torch.nn as nn
 
 import prenet
-from prenet import op_trace
+from prenet import op_trace, predictors, uncertainty
 
 
 class SmallCnn(nn.Module):
@@ -166,3 +167,32 @@ def test_plot_shows_the_layers_by_share():
     top = estimate.layers.sort_values("step_share", ascending=False).head(3)["name"].tolist()
     assert sorted(labels) == sorted(top)
     assert len(ax.patches) == 6  # forward and backward bars of three layers
+
+
+def test_estimates_say_how_far_they_extrapolate():
+    fitted = uncertainty.fitted_devices(predictors.PACKAGED_BUNDLE)
+    assert "Tesla V100-PCIE-32GB" in fitted
+    seen = uncertainty.extrapolation("Tesla V100-PCIE-32GB", fitted)
+    assert seen == {"nearest": "Tesla V100-PCIE-32GB", "distance": 0.0, "outside": []}
+    unseen = uncertainty.extrapolation("H100", fitted)
+    assert unseen["nearest"] in fitted and unseen["distance"] > 0.3
+    assert {"fp32_tflops", "memory_bandwidth_gbs"} <= set(unseen["outside"])   # faster than any fitted GPU
+    estimate = prenet.predict(SmallCnn(), batch=4, gpu="H100", input_shape=(3, 16, 16), dataset_size=8)
+    assert estimate.extrapolation == unseen and "nearest fitted GPU" in repr(estimate)
+    assert prenet.predict(SmallCnn(), batch=4, gpu="cpu", input_shape=(3, 16, 16)).extrapolation is None
+
+
+def test_interval_scales_each_operator_by_its_kind_and_keeps_the_host_floor(tmp_path):
+    rows = [{"kind": "conv2d", "ms": 2.0}, {"kind": "relu", "ms": 1.0}, {"kind": None, "ms": 0.0},
+            {"kind": "lstm", "ms": 1.0}]
+    factors = {"conv2d": (0.5, 2.0), "relu": (0.9, 1.1), "*": (0.25, 4.0)}
+    assert uncertainty.device_interval(rows, factors) == (2.0 * 0.5 + 0.9 + 0.25, 2.0 * 2.0 + 1.1 + 4.0)
+    bundle = tmp_path / "bundle"
+    shutil.copytree(predictors.PACKAGED_BUNDLE, bundle)
+    kinds = ["add", "bmm", "conv2d", "gelu", "layer_norm", "linear", "relu", "softmax"]
+    (bundle / "intervals.json").write_text(json.dumps({"factors": {k: [0.5, 2.0] for k in kinds}}))
+    estimate = prenet.predict(SmallCnn(), batch=64, gpu="A100", input_shape=(3, 16, 16), dataset_size=256,
+                              bundle=bundle)
+    low, high = estimate.interval_seconds
+    assert low <= estimate.epoch_seconds <= high <= 2 * estimate.epoch_seconds + 1e-12
+    assert low >= 0.5 * estimate.epoch_seconds - 1e-12 and "80% interval" in repr(estimate)

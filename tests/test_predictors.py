@@ -1,5 +1,6 @@
 """Training of per-kind predictors and their native evaluation: the native path must agree with Python."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -146,12 +147,24 @@ def test_every_kind_has_a_training_step_time_on_a_gpu():
         assert train == pytest.approx(t["forward_ms"] + t["backward_ms"] + t["optimizer_ms"])
 
 
-V100 = "Tesla V100-PCIE-16GB"
+V100 = "Tesla V100-PCIE-16GB"   # what "V100" names; not a fitted device (the 32GB one is), so gpu_unseen serves it
+
+
+def test_unfitted_gpus_are_served_by_the_unseen_bundle():
+    fitted = prenet.uncertainty.fitted_devices(prenet.predictors.PACKAGED_BUNDLE)
+    assert "Tesla V100-PCIE-32GB" in fitted and V100 not in fitted
+    assert prenet.predictors.gpu_bundle_folder(None, "Tesla V100-PCIE-32GB") == prenet.predictors.PACKAGED_BUNDLE
+    assert prenet.predictors.gpu_bundle_folder(None, V100) == prenet.predictors.PACKAGED_UNSEEN_BUNDLE
+    assert prenet.predictors.gpu_bundle_folder("/some/bundle", V100) == Path("/some/bundle")
+    unseen = core().PredictorBundle(str(prenet.predictors.PACKAGED_UNSEEN_BUNDLE))
+    config = dict(batch=32, seq_len=128, in_features=768, out_features=3072)
+    assert prenet.predict_layer("linear", gpu="V100", **config) == pytest.approx(
+        unseen.predict("linear", "forward", [config], native_catalog(), V100)[0], rel=1e-12)
 
 
 def test_linear_backward_is_its_two_gradient_products():
     """dX = dY W and dW = dY^T X, each predicted as a linear layer of the transposed shape (no bias)."""
-    bundle = core().PredictorBundle(str(prenet.predictors.PACKAGED_BUNDLE))
+    bundle = core().PredictorBundle(str(prenet.predictors.gpu_bundle_folder(None, V100)))
     dx = bundle.predict("linear", "forward", [dict(batch=32, seq_len=128, in_features=3072, out_features=768, bias=0)],
                         native_catalog(), V100)[0]
     dw = bundle.predict("linear", "forward", [dict(batch=1, seq_len=3072, in_features=4096, out_features=768, bias=0)],

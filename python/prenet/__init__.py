@@ -4,6 +4,7 @@ Importing the package is cheap: torch, pandas and the native core load on first 
 """
 from ._version import __version__
 from .catalog import find_gpu, gpus
+from .compare import compare
 from .estimate import predict
 from .layers import layer_features, layer_kinds
 from .measure import measure
@@ -12,5 +13,5 @@ from .predictors import layer_time, predict_layer
 from .training_steps import predict_steps
 from .training_time import predict_training
 
-__all__ = ["__version__", "find_gpu", "gpus", "layer_features", "layer_kinds", "layer_time", "measure",
+__all__ = ["__version__", "compare", "find_gpu", "gpus", "layer_features", "layer_kinds", "layer_time", "measure",
            "model_features", "predict", "predict_layer", "predict_steps", "predict_training"]

@@ -79,6 +79,32 @@ def _measure(args):
         print(repr(result))
 
 
+def _price(text):
+    name, _, usd = text.rpartition("=")
+    try:
+        return name, float(usd)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not NAME=USD_PER_HOUR, such as 'H100=2.5'")
+
+
+def _compare(args):
+    from .compare import compare
+    from .models import build_model
+
+    model, default_shape = build_model(args.model)
+    gpus = "all" if args.gpus == "all" else [name.strip() for name in args.gpus.split(",") if name.strip()]
+    table = compare(model, batch=args.batch, gpus=gpus, price_per_hour=dict(args.price or []),
+                    input_shape=args.input_shape or default_shape, dataset_size=args.dataset_size,
+                    optimizer=args.optimizer, precision=args.precision)
+    if args.plot:
+        table.plot().figure.savefig(args.plot, dpi=120, bbox_inches="tight")
+    if args.json:
+        print(table.to_json(orient="records"))
+        return
+    with _pandas_display():
+        print(table.to_string(index=False, na_rep="-"))
+
+
 def _gpus(args):
     from .catalog import gpus
 
@@ -164,6 +190,15 @@ def parser():
     m.add_argument("--repeats", type=int, default=3, help="timed epochs after the warm-up (>= 3)")
     m.add_argument("--json", action="store_true", help="print one JSON object")
     m.set_defaults(run=_measure)
+    o = sub.add_parser("compare", help="predicted epoch time and cost of a model on many GPUs, fastest first")
+    _training_run_arguments(o)
+    o.add_argument("--gpus", default="all", help="'all' (the catalog) or comma-separated names (H100,A100,T4)")
+    o.add_argument("--price", type=_price, action="append", help="NAME=USD per hour, overriding the catalog's "
+                   "price (repeatable)")
+    o.add_argument("--precision", default="fp32", help="fp32 (PyTorch's defaults) or fp32_strict (no TF32)")
+    o.add_argument("--plot", help="also save the comparison plot to this image file")
+    o.add_argument("--json", action="store_true", help="print the rows as one JSON array")
+    o.set_defaults(run=_compare)
     g = sub.add_parser("gpus", help="list the hardware catalog")
     g.set_defaults(run=_gpus)
     k = sub.add_parser("kinds", help="list the layer kinds and their configuration keys")

@@ -10,10 +10,10 @@ on the CPU they add up. An epoch is ceil(dataset_size / batch) steps, the last o
 import math
 from dataclasses import dataclass, field
 
-from . import host_cost, op_costs, op_trace
+from . import host_cost, op_costs, op_trace, uncertainty
 from ._native import core
 from .catalog import host_catalog
-from .predictors import resolve, tf32_convolutions
+from .predictors import PACKAGED_UNSEEN_BUNDLE, gpu_bundle_folder, resolve, tf32_convolutions
 
 # Optimizer names as prenet.predict and prenet.measure take them (../shared/PROTOCOL.md: "sgd" is SGD with
 # momentum 0.9) -> the native optimizer table's names.
@@ -38,13 +38,24 @@ class Estimate:
     optimizer_ms: float
     layers: object = field(repr=False)
     ops: object = field(repr=False)
+    # 80% interval of epoch_seconds (low, high) from the leave-one-device-out errors (prenet.uncertainty), and
+    # how far the GPU lies from the fitted ones ({"nearest", "distance", "outside"}); None on the CPU.
+    interval_seconds: object = None
+    extrapolation: object = None
 
     def __repr__(self):
         bound = "host" if self.host_ms > self.device_ms else "device"
+        sure = ""
+        if self.interval_seconds:
+            sure += f"; 80% interval {self.interval_seconds[0]:.3f}-{self.interval_seconds[1]:.3f} s"
+        if self.extrapolation:
+            x = self.extrapolation
+            sure += (f"; nearest fitted GPU {x['nearest']} (distance {x['distance']:.2f}"
+                     + (f", beyond the fitted range in {', '.join(x['outside'])}" if x["outside"] else "") + ")")
         return (f"<prenet estimate: {self.epoch_seconds:.3f} s per epoch ({self.iterations} steps of batch "
                 f"{self.batch}, {self.dataset_size} samples) on {self.gpu}; step {1e3 * self.step_seconds:.2f} ms "
                 f"(device {self.device_ms:.2f} ms incl. optimizer {self.optimizer_ms:.2f} ms, host "
-                f"{self.host_ms:.2f} ms: {bound}-bound); {self.optimizer}, {self.precision}>")
+                f"{self.host_ms:.2f} ms: {bound}-bound); {self.optimizer}, {self.precision}{sure}>")
 
     def plot(self, top=15, ax=None):
         """Horizontal bars of the `top` layers by share of the step (forward and backward stacked)."""
@@ -230,24 +241,54 @@ def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, d
     """Predicted training time of `model` (see the module's description). `gpu`: a catalog name (prenet.gpus())
     or "cpu" (this project's measured host CPU, one thread). Returns an Estimate."""
     _check(model, batch, dataset_size, optimizer, precision)
-    native, catalog, device = resolve(gpu, bundle)
-    on_gpu = catalog is not host_catalog()
+    resolve(gpu, bundle)  # an unknown GPU fails before the model is traced
+    traced = trace_steps(model, batch, dataset_size, input_shape, example_input)
+    return estimate_traced(traced, model, batch, gpu, dataset_size, optimizer, precision, bundle)
+
+
+def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None):
+    """(operators of a step at each batch size an epoch uses, the epoch's batch sizes): what predict costs on a
+    device, traced once (prenet.compare reuses it for every GPU)."""
     make_inputs = _input_maker(model, input_shape, example_input)
-    costs = host_cost.load()
     was_training = model.training
     model.train()
     try:
         traces = op_trace.trace_small(model, make_inputs)
         sizes = [batch] * (dataset_size // batch) + ([dataset_size % batch] if dataset_size % batch else [])
-        steps = {}
-        for size in sorted(set(sizes)):
-            ops = op_trace.at_batch(traces, size, model, make_inputs)
-            steps[size] = _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs)
+        ops = {size: op_trace.at_batch(traces, size, model, make_inputs) for size in sorted(set(sizes))}
     finally:
         model.train(was_training)
+    return ops, sizes
+
+
+def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", precision="fp32", bundle=None):
+    """The Estimate of a traced model (trace_steps) on `gpu`."""
+    native, catalog, device = resolve(gpu, bundle)
+    on_gpu = catalog is not host_catalog()
+    costs = host_cost.load()
+    ops_by_size, sizes = traced
+    steps = {size: _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs)
+             for size, ops in ops_by_size.items()}
     step_ms, device_ms, host_ms, update_ms, rows = steps[batch] if batch in steps else steps[sizes[0]]
     layers, ops = _layers_table(rows, catalog, device, step_ms)
     epoch_ms = sum(steps[size][0] for size in sizes)
+    interval = reach = None
+    if on_gpu:
+        folder = gpu_bundle_folder(bundle, device)
+        reach = uncertainty.extrapolation(device, uncertainty.fitted_devices(folder))
+        # the seen-GPU bundle has no leave-one-device-out errors of its own: the unseen one's are stated (wider)
+        factors = uncertainty.interval_factors(folder) or uncertainty.interval_factors(PACKAGED_UNSEEN_BUNDLE)
+        if factors:
+            interval = tuple(1e-3 * sum(_step_bound(steps[size], factors, side) for size in sizes) for side in (0, 1))
     return Estimate(gpu=device, batch=batch, dataset_size=dataset_size, optimizer=optimizer, precision=precision,
                     step_seconds=1e-3 * step_ms, epoch_seconds=1e-3 * epoch_ms, iterations=len(sizes),
-                    device_ms=device_ms, host_ms=host_ms, optimizer_ms=update_ms, layers=layers, ops=ops)
+                    device_ms=device_ms, host_ms=host_ms, optimizer_ms=update_ms, layers=layers, ops=ops,
+                    interval_seconds=interval, extrapolation=reach)
+
+
+def _step_bound(step, factors, side):
+    """Low (side 0) or high (1) end of a GPU step's 80% interval: device ops and the update (add-shaped kernels)
+    scaled by their kinds' factors, then the larger of device and host as for the step itself."""
+    _, _, host_ms, update_ms, rows = step
+    device = uncertainty.device_interval(rows, factors)[side] + update_ms * factors.get("add", factors["*"])[side]
+    return max(device, host_ms)

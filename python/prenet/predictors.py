@@ -8,9 +8,14 @@ from pathlib import Path
 from ._native import core
 from .catalog import device_catalog, host_catalog
 from .layers import _as_int
+from .uncertainty import fitted_devices
 
-# Bundles shipped with the package; PRENET_PREDICTORS points to another GPU bundle folder.
+# Bundles shipped with the package: `gpu/` for the GPUs it was fitted on (chosen on validation, device figures
+# and identity among its inputs), `gpu_unseen/` for every other GPU (chosen by leave-one-device-out evaluation:
+# the device enters through its roofline only; results/unseen_gpu_full.md), `cpu/` for the measured host CPU.
+# PRENET_PREDICTORS points to another GPU bundle folder, used for every GPU.
 PACKAGED_BUNDLE = Path(__file__).resolve().parent / "data" / "predictors" / "gpu"
+PACKAGED_UNSEEN_BUNDLE = Path(__file__).resolve().parent / "data" / "predictors" / "gpu_unseen"
 PACKAGED_HOST_BUNDLE = Path(__file__).resolve().parent / "data" / "predictors" / "cpu"
 MODES = ("forward", "train")
 
@@ -18,11 +23,22 @@ MODES = ("forward", "train")
 @functools.lru_cache(maxsize=8)
 def load_bundle(folder=None):
     """The native bundle in `folder` (default: PRENET_PREDICTORS or the packaged GPU one); cached."""
-    folder = Path(folder or os.environ.get("PRENET_PREDICTORS", PACKAGED_BUNDLE))
+    folder = gpu_bundle_folder(folder)
     if not (folder / "manifest.json").is_file():
         raise FileNotFoundError(f"no predictor bundle at {folder} (manifest.json missing); fit one with "
                                 "`python -m prenet.fit` or set PRENET_PREDICTORS")
     return core().PredictorBundle(str(folder))
+
+
+def gpu_bundle_folder(bundle=None, gpu=None):
+    """The GPU bundle's folder: `bundle`, else PRENET_PREDICTORS, else the packaged one for `gpu`: `gpu/` when it
+    is one of the devices that bundle was fitted on (or no GPU is named), `gpu_unseen/` otherwise."""
+    chosen = bundle or os.environ.get("PRENET_PREDICTORS")
+    if chosen:
+        return Path(chosen)
+    if gpu is None or gpu in fitted_devices(PACKAGED_BUNDLE):
+        return PACKAGED_BUNDLE
+    return PACKAGED_UNSEEN_BUNDLE
 
 
 def resolve(gpu, bundle=None):
@@ -30,7 +46,7 @@ def resolve(gpu, bundle=None):
     catalog, name = device_catalog(gpu)
     if bundle is None and catalog is host_catalog():
         bundle = PACKAGED_HOST_BUNDLE
-    return load_bundle(str(bundle) if bundle else None), catalog, name
+    return load_bundle(str(bundle or gpu_bundle_folder(None, name))), catalog, name
 
 
 # "fp32": PyTorch's defaults (cuDNN convolutions on TF32 tensor cores where the GPU has them, matmuls in full

@@ -25,7 +25,7 @@ class Settings:
     kinds: tuple = PAPER_KINDS
     modes: tuple = ("train",)   # the paper times the training step
     families: tuple = training.FAMILIES
-    sets: tuple = tuple(fit.SET_TITLES)
+    sets: tuple = tuple(fit.PAPER_AND_OURS)
     max_rows: int = 800
     trees: int = 60
     mlp_epochs: int = 30

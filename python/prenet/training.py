@@ -37,7 +37,8 @@ MODE_COUNTS = {"forward": ["forward_flops", "forward_bytes", "forward_roofline_m
 
 def feature_sets(kind, gpus, mode="forward", optimizers=()):
     """Input names of each feature set for `kind` and `mode`: the paper's ablation (Baseline, +CO, +CO+CM,
-    +CO+CM+CT) and ours (adds exact FLOPs, bytes and roofline bounds of the mode, and the peak rate). Modes
+    +CO+CM+CT), ours (adds exact FLOPs, bytes and roofline bounds of the mode, and the peak rate) and efficiency
+    (ours without the GPU's figures). Modes
     that run an optimizer get one indicator per optimizer in every set."""
     spec = _kind_spec(kind)
     layer = [p["name"] for p in spec["parameters"]] + spec["derived_features"]
@@ -49,14 +50,17 @@ def feature_sets(kind, gpus, mode="forward", optimizers=()):
     ours = layer + ["co", "mem_weights", "mem_input", "mem_output"] + MODE_COUNTS[mode] + [
         "gpu_fp32_tflops", "gpu_memory_bandwidth_gbs", "gpu_sm_count", "gpu_l2_cache_mb",
         "gpu_boost_clock_mhz"] + indicators
-    return {"baseline": baseline, "co": co, "cocm": cocm, "cocmct": cocmct, "ours": ours}
+    # "efficiency": ours without any GPU column: the device enters through its roofline bound only, which is what
+    # transfers to GPUs outside the fitted ones (results/unseen_gpu*.md, python -m prenet.unseen_gpu).
+    efficiency = [n for n in ours if not n.startswith("gpu_")]
+    return {"baseline": baseline, "co": co, "cocm": cocm, "cocmct": cocmct, "ours": ours, "efficiency": efficiency}
 
 
 def target_for(feature_set, mode="forward"):
     """The paper's sets predict time (we use its log, as trees and MLPs fit multiplicative structure better);
-    ours predicts the log of time over the mode's roofline bound where one exists."""
+    ours and efficiency predict the log of time over the mode's roofline bound where one exists."""
     bounds = {"forward": "forward_roofline_ms", "train": "train_roofline_ms"}
-    if feature_set == "ours" and mode in bounds:
+    if feature_set in ("ours", "efficiency") and mode in bounds:
         return f"log_ms_over:{bounds[mode]}"
     return "log_ms"
 
@@ -296,7 +300,8 @@ def compact_bundle(folder):
 
 
 def export_bundle(folder, chosen, provenance):
-    """Writes a native bundle: manifest.json plus one model file per chosen (kind, mode) result."""
+    """Writes a native bundle: manifest.json plus one model file per chosen (kind, mode) result; model files of an
+    earlier fit that the new manifest does not name are removed (other files, such as intervals.json, stay)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     entries = []
@@ -315,4 +320,6 @@ def export_bundle(folder, chosen, provenance):
     manifest = {"format": "prenet-predictors", "version": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "fitted_on": provenance, "predictors": entries}
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
+    for stale in set(folder.glob("*.json.gz")) - {folder / e["file"] for e in entries}:
+        stale.unlink()  # a model file of an earlier fit, no longer in the manifest
     return folder

@@ -1,0 +1,89 @@
+"""prenet.compare: which GPU to rent or buy for a model. The model is traced once and its training epoch estimated
+on every GPU asked for (prenet.predict's method), with the 80% interval, how far each GPU lies from the fitted
+ones, and the cost of an epoch at a price per hour: the catalog's (data/gpu_prices.csv: source and date per row)
+unless the caller gives their own."""
+import csv
+import functools
+from pathlib import Path
+
+from .catalog import find_gpu, gpus as catalog_frame
+from .estimate import _check, estimate_traced, trace_steps
+from .predictors import resolve
+
+PACKAGED_PRICES = Path(__file__).resolve().parent / "data" / "gpu_prices.csv"
+
+
+@functools.lru_cache(maxsize=1)
+def catalog_prices():
+    """{catalog GPU name: {"usd_per_hour", "basis", "source", "date"}} from data/gpu_prices.csv."""
+    with open(PACKAGED_PRICES, newline="") as handle:
+        return {row["gpu"]: {**row, "usd_per_hour": float(row["usd_per_hour"])} for row in csv.DictReader(handle)}
+
+
+@functools.lru_cache(maxsize=1)
+def _comparison_class():
+    import pandas as pd
+
+    class Comparison(pd.DataFrame):
+        """One row per GPU, fastest epoch first; .plot() draws epoch time with its interval and the cost."""
+
+        @property
+        def _constructor(self):
+            return Comparison
+
+        def plot(self, ax=None, top=20):
+            import matplotlib.pyplot as plt
+
+            rows = self.head(top).iloc[::-1]
+            if ax is None:
+                _, ax = plt.subplots(figsize=(8, 0.35 * len(rows) + 1.5))
+            low = rows["epoch_seconds"] - rows["interval_low_s"]
+            high = rows["interval_high_s"] - rows["epoch_seconds"]
+            ax.barh(rows["gpu"], rows["epoch_seconds"], xerr=[low, high], capsize=2, color="tab:blue")
+            for y, (seconds, cost) in enumerate(zip(rows["interval_high_s"], rows["cost_per_epoch_usd"])):
+                if cost == cost:  # not NaN
+                    ax.annotate(f" ${cost:.4g}/epoch", (seconds, y), va="center", fontsize=8)
+            ax.set_xlabel("predicted seconds per epoch (80% interval)")
+            ax.set_title("Which GPU: epoch time and cost")
+            return ax
+
+    return Comparison
+
+
+def compare(model, batch=32, gpus="all", price_per_hour=None, input_shape=None, example_input=None,
+            dataset_size=1024, optimizer="sgd", precision="fp32"):
+    """A Comparison (a pandas DataFrame) of `model`'s training epoch on each GPU of `gpus` ("all": the whole
+    catalog; or a list of names), sorted by epoch time: epoch and step seconds, the 80% interval, the nearest
+    fitted GPU and the distance to it, the price per hour used (`price_per_hour` {name: USD} overrides the
+    catalog's) with its source, and the cost of an epoch (NaN where no price is known)."""
+    import pandas as pd
+
+    _check(model, batch, dataset_size, optimizer, precision)
+    names = list(catalog_frame()["name"]) if gpus == "all" else gpus
+    if isinstance(names, str) or not names:
+        raise ValueError('gpus must be "all" or a non-empty list of GPU names')
+    canonical = [find_gpu(name)["name"] for name in names]          # unknown names fail here, with suggestions
+    for name in canonical:
+        resolve(name)
+    prices = {}
+    for name, price in (price_per_hour or {}).items():
+        if isinstance(price, bool) or not isinstance(price, (int, float)) or price < 0:
+            raise ValueError(f"price_per_hour[{name!r}] must be a number >= 0, got {price!r}")
+        prices[find_gpu(name)["name"]] = {"usd_per_hour": float(price), "source": "given", "date": ""}
+    traced = trace_steps(model, batch, dataset_size, input_shape, example_input)
+    rows = []
+    for name in dict.fromkeys(canonical):
+        estimate = estimate_traced(traced, model, batch, name, dataset_size, optimizer, precision)
+        price = prices.get(name) or catalog_prices().get(name)
+        low, high = estimate.interval_seconds or (float("nan"), float("nan"))
+        usd = price["usd_per_hour"] if price else float("nan")
+        rows.append({"gpu": name, "epoch_seconds": estimate.epoch_seconds, "interval_low_s": low,
+                     "interval_high_s": high, "step_seconds": estimate.step_seconds,
+                     "bound": "host" if estimate.host_ms > estimate.device_ms else "device",
+                     "nearest_fitted": estimate.extrapolation["nearest"],
+                     "distance": estimate.extrapolation["distance"], "usd_per_hour": usd,
+                     "cost_per_epoch_usd": estimate.epoch_seconds / 3600.0 * usd,
+                     "price_source": (price["source"] + (f" ({price['date']})" if price["date"] else "")
+                                      if price else "")})
+    frame = pd.DataFrame(rows).sort_values("epoch_seconds").reset_index(drop=True)
+    return _comparison_class()(frame)

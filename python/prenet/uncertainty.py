@@ -1,0 +1,61 @@
+"""How sure a GPU estimate is: how far the GPU lies from the devices the predictors were fitted on, and an 80%
+interval whose factors per layer kind come from the leave-one-device-out evaluation (prenet.unseen_gpu): the
+10th and 90th percentiles of log(measured / predicted) over all held-out devices, stored beside the bundle as
+intervals.json."""
+import functools
+import json
+import math
+from pathlib import Path
+
+from .catalog import find_gpu
+
+# Specifications the distance is measured in (log scale: ratios, not differences, matter).
+DISTANCE_SPECS = ("fp32_tflops", "memory_bandwidth_gbs", "sm_count", "l2_cache_mb")
+
+
+@functools.lru_cache(maxsize=8)
+def fitted_devices(bundle_folder):
+    """Catalog names of the devices the bundle in `bundle_folder` was fitted on (empty without a manifest)."""
+    manifest = Path(bundle_folder) / "manifest.json"
+    if not manifest.is_file():
+        return ()
+    return tuple(json.loads(manifest.read_text()).get("fitted_on", {}).get("devices", []))
+
+
+def extrapolation(gpu, fitted):
+    """{"nearest": fitted GPU closest in DISTANCE_SPECS, "distance": root-mean-square log ratio of the specs to
+    it (0: a fitted device; 0.69: every spec off by a factor 2), "outside": specs beyond every fitted device's}."""
+    spec = find_gpu(gpu)
+    others = [find_gpu(name) for name in fitted]
+    if not others:
+        return {"nearest": None, "distance": math.inf, "outside": list(DISTANCE_SPECS)}
+
+    def distance(other):
+        return math.sqrt(sum(math.log(spec[k] / other[k]) ** 2 for k in DISTANCE_SPECS) / len(DISTANCE_SPECS))
+
+    nearest = min(others, key=distance)
+    outside = [k for k in DISTANCE_SPECS
+               if spec[k] > max(o[k] for o in others) or spec[k] < min(o[k] for o in others)]
+    return {"nearest": nearest["name"], "distance": distance(nearest), "outside": outside}
+
+
+def interval_factors(bundle_folder):
+    """{kind: (low, high)} factors on a predicted time, with "*" for kinds not evaluated (the widest); None when
+    the bundle has no intervals.json."""
+    path = Path(bundle_folder) / "intervals.json"
+    if not path.is_file():
+        return None
+    factors = {kind: tuple(pair) for kind, pair in json.loads(path.read_text())["factors"].items()}
+    factors["*"] = (min(low for low, _ in factors.values()), max(high for _, high in factors.values()))
+    return factors
+
+
+def device_interval(rows, factors):
+    """(low, high) device milliseconds of per-op rows ({"kind", "ms"}), each op's time scaled by its kind's
+    factors; errors of one device are taken as moving together (the bounds add up)."""
+    low = high = 0.0
+    for row in rows:
+        kind_low, kind_high = factors.get(row["kind"], factors["*"])
+        low += row["ms"] * kind_low
+        high += row["ms"] * kind_high
+    return low, high

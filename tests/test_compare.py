@@ -1,0 +1,73 @@
+"""prenet.compare: one model on many GPUs, with intervals and costs; the price table; the command line."""
+import json
+import math
+
+import matplotlib
+import pytest
+import torch.nn as nn
+
+import prenet
+from prenet.compare import catalog_prices
+
+matplotlib.use("Agg")
+
+
+def small_model():
+    return nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(16 * 16 * 16, 10))
+
+
+def test_every_row_is_the_estimate_of_that_gpu_with_its_price():
+    model = small_model()
+    table = prenet.compare(model, batch=8, gpus=["H100", "A100", "T4"], price_per_hour={"T4": 0.5},
+                           input_shape=(3, 16, 16), dataset_size=40)
+    assert list(table["epoch_seconds"]) == sorted(table["epoch_seconds"])
+    rows = table.set_index("gpu")
+    for gpu in ("H100", "A100", "T4"):
+        estimate = prenet.predict(model, batch=8, gpu=gpu, input_shape=(3, 16, 16), dataset_size=40)
+        row = rows.loc[estimate.gpu]
+        assert row["epoch_seconds"] == pytest.approx(estimate.epoch_seconds, rel=1e-12)
+        assert (row["interval_low_s"], row["interval_high_s"]) == pytest.approx(estimate.interval_seconds)
+        assert row["nearest_fitted"] == estimate.extrapolation["nearest"]
+    h100 = rows.loc["NVIDIA H100 80GB HBM3"]
+    assert h100["usd_per_hour"] == 2.95 and "aimultiple" in h100["price_source"]
+    assert h100["cost_per_epoch_usd"] == pytest.approx(h100["epoch_seconds"] / 3600 * 2.95)
+    assert rows.loc["Tesla T4", "usd_per_hour"] == 0.5 and rows.loc["Tesla T4", "price_source"] == "given"
+    assert math.isnan(rows.loc["NVIDIA A100-PCIE-40GB", "cost_per_epoch_usd"])   # no price for the 40GB PCIe
+    assert rows.loc["Tesla T4", "distance"] == 0.0                                # a fitted GPU
+    assert table.plot() is not None and type(table.head(2)).__name__ == "Comparison"
+
+
+def test_all_means_the_whole_catalog():
+    table = prenet.compare(small_model(), batch=4, gpus="all", input_shape=(3, 16, 16), dataset_size=8)
+    assert sorted(table["gpu"]) == sorted(prenet.gpus()["name"])
+    assert table["epoch_seconds"].gt(0).all()
+
+
+def test_bad_requests_are_named():
+    with pytest.raises(ValueError, match="closest"):
+        prenet.compare(small_model(), gpus=["H1000"], input_shape=(3, 16, 16))
+    with pytest.raises(ValueError, match=r"price_per_hour\['T4'\] must be a number >= 0"):
+        prenet.compare(small_model(), gpus=["T4"], price_per_hour={"T4": -1}, input_shape=(3, 16, 16))
+    with pytest.raises(ValueError, match='gpus must be "all" or a non-empty list'):
+        prenet.compare(small_model(), gpus="T4", input_shape=(3, 16, 16))
+
+
+def test_catalog_prices_name_catalog_gpus_with_source_and_date():
+    prices = catalog_prices()
+    assert len(prices) >= 5
+    for name, price in prices.items():
+        assert prenet.find_gpu(name)["name"] == name
+        assert price["usd_per_hour"] > 0 and price["source"].startswith("https://") and price["date"]
+
+
+def test_command_line_compares(run_prenet, tmp_path):
+    plot = tmp_path / "compare.png"
+    done = run_prenet("compare", "torchvision:resnet18", "--gpus", "H100,T4", "--batch", "4", "--input-shape",
+                      "3,32,32", "--dataset-size", "8", "--price", "T4=0.4", "--plot", str(plot), "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [r["gpu"] for r in rows] == sorted([r["gpu"] for r in rows], key=lambda g: [r["epoch_seconds"] for r
+                                                                                     in rows if r["gpu"] == g][0])
+    assert {r["gpu"] for r in rows} == {"NVIDIA H100 80GB HBM3", "Tesla T4"} and plot.stat().st_size > 0
+    bad = run_prenet("compare", "torchvision:resnet18", "--gpus", "H100", "--price", "T4")
+    assert bad.returncode != 0 and "NAME=USD_PER_HOUR" in bad.stderr

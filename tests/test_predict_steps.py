@@ -241,6 +241,8 @@ def test_training_time_chains_steps_with_the_step_time():
     whole, rest = divmod(steps, math.ceil(SAMPLES / 5))
     assert by_target.total_seconds == pytest.approx(whole * estimate.epoch_seconds + rest * estimate.step_seconds)
     assert f"{steps} steps (predicted for loss 0.8" in repr(by_target)
+    on_h100 = prenet.predict_training(model, data, gpu="H100", batch=5, epochs=1)
+    assert on_h100.cost == pytest.approx(on_h100.total_seconds / 3600 * 2.95)   # data/gpu_prices.csv
     with pytest.raises(ValueError, match="exactly one of epochs"):
         prenet.predict_training(model, data, epochs=1, target_loss=0.5)
     with pytest.raises(ValueError, match="exactly one of epochs"):

@@ -4,6 +4,7 @@ a GPU (prenet.predict), with both parts shown."""
 import math
 from dataclasses import dataclass, field
 
+from .compare import catalog_prices
 from .estimate import predict
 from .training_steps import dataset_arrays, dataset_length, predict_steps
 
@@ -40,7 +41,8 @@ def predict_training(model, dataset, gpu="V100", batch=32, lr=0.01, momentum=0.0
     """Predicted total training time of SGD on `dataset` (see predict_steps for its form) on `gpu`: give either
     `epochs` (then steps = epochs x ceil(N / batch)) or `target_loss` (steps predicted by predict_steps with `lr`,
     `momentum`, `loss` and `steps_options`). The step time is prenet.predict's for this model, batch and data set
-    size, with SGD (with momentum when momentum > 0). `price_per_hour` (any currency) gives the cost."""
+    size, with SGD (with momentum when momentum > 0). `price_per_hour` gives the cost (default: the catalog's USD
+    price for the GPU where data/gpu_prices.csv has one)."""
     if (epochs is None) == (target_loss is None):
         raise ValueError("give exactly one of epochs (a number > 0) and target_loss")
     if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or epochs <= 0):
@@ -51,6 +53,8 @@ def predict_training(model, dataset, gpu="V100", batch=32, lr=0.01, momentum=0.0
     example, _ = dataset_arrays(dataset, [0])
     estimate = predict(model, batch=batch, gpu=gpu, example_input=example, dataset_size=dataset_size,
                        optimizer="sgd" if momentum > 0 else "sgd_plain", precision=precision)
+    if price_per_hour is None and estimate.gpu in catalog_prices():
+        price_per_hour = catalog_prices()[estimate.gpu]["usd_per_hour"]  # the catalog's, with its source
     per_epoch = estimate.iterations
     steps_prediction = None
     if epochs is not None:

@@ -31,7 +31,7 @@ class TrainingTime:
         where = ("given" if self.steps_prediction is None else
                  f"predicted for loss {self.steps_prediction.target_loss:.4g}")
         cost = "" if self.cost is None else f", cost {self.cost:.4g} at {self.price_per_hour:g} per hour"
-        return (f"<prenet training time: {self.total_seconds:.1f} s on {self.gpu} = {self.steps} steps "
+        return (f"<prenet training time: {self.total_seconds:.4g} s on {self.gpu} = {self.steps} steps "
                 f"({where}; {self.epochs:.2f} epochs of {self.dataset_size}) x "
                 f"{1e3 * self.estimate.step_seconds:.2f} ms per step of batch {self.batch}{cost}>")
 

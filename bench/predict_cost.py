@@ -1,0 +1,62 @@
+"""What prenet.predict costs, side by side with one CPU forward pass of the same model at batch 1 (issue 5's
+target: predict on ResNet-50 under a quarter of that forward pass). Medians of REPEATS runs each, after one
+warm-up, on this machine with torch's default threads.
+Usage: python bench/predict_cost.py [--out bench/results/predict_cost.md]"""
+import argparse
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import torch
+import torchvision
+
+import prenet
+
+REPEATS = 5
+CASES = [("resnet50", "V100"), ("resnet50", "H100"), ("resnet18", "V100")]
+
+
+def median_seconds(run):
+    run()
+    times = []
+    for _ in range(REPEATS):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="bench/results/predict_cost.md")
+    args = parser.parse_args()
+    rows = []
+    for name, gpu in CASES:
+        model = getattr(torchvision.models, name)()
+        image = torch.randn(1, 3, 224, 224)
+
+        def forward():
+            with torch.no_grad():
+                model.eval()(image)
+
+        def predict():
+            prenet.predict(model, batch=32, gpu=gpu, input_shape=(3, 224, 224), dataset_size=1024)
+
+        forward_s, predict_s = median_seconds(forward), median_seconds(predict)
+        rows.append(f"| {name} | {gpu} | {1e3 * forward_s:.1f} | {1e3 * predict_s:.1f} | {predict_s / forward_s:.2f} |")
+        print(rows[-1], flush=True)
+    text = "\n".join([
+        "# What prenet.predict costs against one CPU forward pass at batch 1", "",
+        f"`python bench/predict_cost.py` ({time.strftime('%Y-%m-%d')}; torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, {platform.machine()}; median of {REPEATS} after a warm-up). predict: "
+        "batch 32, 1,024 samples, fp32, SGD. Target: predict below 0.25 forward passes.", "",
+        "| model | gpu | forward, batch 1 (ms) | predict (ms) | predict / forward |", "| --- | --- | --- | --- | --- |",
+        *rows, ""])
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -18,8 +18,12 @@ const std::vector<std::string> kCommonFeatures = {
 }  // namespace
 
 // Roofline bound (Williams et al., 2009): the slower of compute at peak rate and traffic at peak bandwidth, in ms.
+double roofline_ms(double flops, double bytes, double tflops, double bandwidth_gbs) {
+    return 1e3 * std::max(flops / (tflops * 1e12), bytes / (bandwidth_gbs * 1e9));
+}
+
 double roofline_ms(double flops, double bytes, const GpuSpec& gpu) {
-    return 1e3 * std::max(flops / (gpu.fp32_tflops * 1e12), bytes / (gpu.memory_bandwidth_gbs * 1e9));
+    return roofline_ms(flops, bytes, gpu.fp32_tflops, gpu.memory_bandwidth_gbs);
 }
 
 std::vector<std::string> feature_names(const LayerKind& kind) {

@@ -141,9 +141,8 @@ double tf32_convolution_factor(const LayerCost& cost, const GpuSpec& gpu) {
     if (!gpu.tf32_tflops || *gpu.tf32_tflops <= gpu.fp32_tflops) return 1.0;
     const double fp32_bound = roofline_ms(cost.forward_flops, cost.forward_bytes, gpu);
     if (fp32_bound <= 0) return 1.0;
-    GpuSpec tensor_cores = gpu;
-    tensor_cores.fp32_tflops = *gpu.tf32_tflops;
-    return roofline_ms(cost.forward_flops, cost.forward_bytes, tensor_cores) / fp32_bound;
+    return roofline_ms(cost.forward_flops, cost.forward_bytes, *gpu.tf32_tflops, gpu.memory_bandwidth_gbs) /
+           fp32_bound;
 }
 
 std::vector<LayerTime> estimate_layer_times(const PredictorBundle& bundle, const std::vector<LayerConfig>& configs,

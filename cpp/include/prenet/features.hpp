@@ -18,6 +18,8 @@ using FeatureVector = std::vector<std::pair<std::string, double>>;
 
 // Roofline bound in ms: the slower of `flops` at the GPU's FP32 peak and `bytes` at its memory bandwidth.
 double roofline_ms(double flops, double bytes, const GpuSpec& gpu);
+// The same bound at a given compute rate (TFLOP/s) and bandwidth (GB/s).
+double roofline_ms(double flops, double bytes, double tflops, double bandwidth_gbs);
 
 // Names of the features of `kind`, in the order layer_features returns them.
 std::vector<std::string> feature_names(const LayerKind& kind);

@@ -63,11 +63,10 @@ def main():
                                   optimizer=case["optimizer"], precision=case["precision"], **inputs)
         error = abs(estimate.epoch_seconds - case["epoch_s"]) / case["epoch_s"]
         errors.append(error)
-        bound = "host" if estimate.host_ms > estimate.device_ms else "device"
         low, high = estimate.interval_seconds
         inside.append(low <= case["epoch_s"] <= high)
         rows.append(f"| {label} | {case['epoch_s']:.3f} | {estimate.epoch_seconds:.3f} | {100 * error:.1f}% | "
-                    f"{low:.3f}-{high:.3f} | {'yes' if inside[-1] else 'no'} | {bound} |")
+                    f"{low:.3f}-{high:.3f} | {'yes' if inside[-1] else 'no'} | {estimate.bound} |")
         print(rows[-1], flush=True)
     errors.sort()
     p90 = errors[min(len(errors) - 1, int(round(0.9 * (len(errors) - 1))))] if errors else float("nan")

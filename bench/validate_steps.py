@@ -101,24 +101,13 @@ def exponential_baseline(losses, target):
 def linearised_all_data(model, inputs, labels, lr, batch, momentum, targets):
     """Steps at which the linearised model, trained for real on every sample (explicit Jacobian, float32),
     reaches each target (its loss evaluated at predict_steps' checkpoints: every step to 200, then every 0.5%)."""
-    from prenet.tangent_kernel import _functional, _state
+    from prenet.tangent_kernel import jacobian_chunks, model_outputs
 
-    functional_call, vmap, jacrev = _functional()
-    params, frozen = _state(model, torch.float64)
-    x = inputs.double()
-
-    def single(p, sample):
-        return functional_call(model, {**p, **frozen}, (sample.unsqueeze(0),)).squeeze(0)
-
-    jacobian = torch.cat([torch.cat([block.reshape(block.shape[0], 10, -1) for block in
-                                     vmap(jacrev(single), in_dims=(None, 0))(params, x[i:i + 200]).values()], 2)
-                          for i in range(0, len(x), 200)])
-    with torch.no_grad():
-        f0 = functional_call(model, {**params, **frozen}, (x,))
-    jacobian, f0 = jacobian.float(), f0.float()
+    jacobian = torch.cat(list(jacobian_chunks(model, inputs))).float()
+    f0 = torch.from_numpy(model_outputs(model, inputs)).float()
     delta = torch.zeros(jacobian.shape[2], requires_grad=True)
     optimizer = torch.optim.SGD([delta], lr=lr, momentum=momentum)
-    order = batch_order(len(x), batch, ORDER_SEED)
+    order = batch_order(len(inputs), batch, ORDER_SEED)
     checkpoints = _checkpoints(CAP)          # the loss on all samples at predict_steps' checkpoints only
     losses = []
     torch.set_num_threads(2)

@@ -20,6 +20,12 @@ def catalog_prices():
         return {row["gpu"]: {**row, "usd_per_hour": float(row["usd_per_hour"])} for row in csv.DictReader(handle)}
 
 
+def check_price(label, price):
+    """Rejects a price per hour that is not a number >= 0, naming `label`."""
+    if isinstance(price, bool) or not isinstance(price, (int, float)) or price < 0:
+        raise ValueError(f"{label} must be a number >= 0, got {price!r}")
+
+
 @functools.lru_cache(maxsize=1)
 def _comparison_class():
     import pandas as pd
@@ -67,8 +73,7 @@ def compare(model, batch=32, gpus="all", price_per_hour=None, input_shape=None, 
         resolve(name)
     prices = {}
     for name, price in (price_per_hour or {}).items():
-        if isinstance(price, bool) or not isinstance(price, (int, float)) or price < 0:
-            raise ValueError(f"price_per_hour[{name!r}] must be a number >= 0, got {price!r}")
+        check_price(f"price_per_hour[{name!r}]", price)
         prices[find_gpu(name)["name"]] = {"usd_per_hour": float(price), "source": "given", "date": ""}
     traced = trace_steps(model, batch, dataset_size, input_shape, example_input)
     rows = []
@@ -79,7 +84,7 @@ def compare(model, batch=32, gpus="all", price_per_hour=None, input_shape=None, 
         usd = price["usd_per_hour"] if price else float("nan")
         rows.append({"gpu": name, "epoch_seconds": estimate.epoch_seconds, "interval_low_s": low,
                      "interval_high_s": high, "step_seconds": estimate.step_seconds,
-                     "bound": "host" if estimate.host_ms > estimate.device_ms else "device",
+                     "bound": estimate.bound,
                      "nearest_fitted": estimate.extrapolation["nearest"],
                      "distance": estimate.extrapolation["distance"], "usd_per_hour": usd,
                      "cost_per_epoch_usd": estimate.epoch_seconds / 3600.0 * usd,

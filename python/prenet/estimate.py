@@ -43,8 +43,12 @@ class Estimate:
     interval_seconds: object = None
     extrapolation: object = None
 
+    @property
+    def bound(self):
+        """"host" or "device": which side's time sets the step (the larger one)."""
+        return "host" if self.host_ms > self.device_ms else "device"
+
     def __repr__(self):
-        bound = "host" if self.host_ms > self.device_ms else "device"
         sure = ""
         if self.interval_seconds:
             sure += f"; 80% interval {self.interval_seconds[0]:.3f}-{self.interval_seconds[1]:.3f} s"
@@ -55,7 +59,7 @@ class Estimate:
         return (f"<prenet estimate: {self.epoch_seconds:.3f} s per epoch ({self.iterations} steps of batch "
                 f"{self.batch}, {self.dataset_size} samples) on {self.gpu}; step {1e3 * self.step_seconds:.2f} ms "
                 f"(device {self.device_ms:.2f} ms incl. optimizer {self.optimizer_ms:.2f} ms, host "
-                f"{self.host_ms:.2f} ms: {bound}-bound); {self.optimizer}, {self.precision}{sure}>")
+                f"{self.host_ms:.2f} ms: {self.bound}-bound); {self.optimizer}, {self.precision}{sure}>")
 
     def plot(self, top=15, ax=None):
         """Horizontal bars of the `top` layers by share of the step (forward and backward stacked)."""

@@ -101,10 +101,10 @@ class TangentKernel:
         return self.gram[:rows, :rows]
 
 
-def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress=False):
-    """(Theta, f0, parameters, projected_dim) for `inputs` (n samples): Theta is the (n*K x n*K) Gram matrix of
-    the Jacobian rows of the model's outputs with respect to its trainable parameters, ordered sample-major
-    (row i*K + k is output k of sample i)."""
+def jacobian_chunks(model, inputs, dtype=None, progress=False):
+    """Yields the Jacobian of the model's outputs with respect to its trainable parameters, a chunk of samples
+    at a time (at most CHUNK_BYTES each), as (samples, outputs, parameters) tensors in `dtype` (float64 by
+    default), parameters in model.named_parameters() order."""
     import torch
     from tqdm.auto import tqdm
 
@@ -114,37 +114,47 @@ def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress
     if not params:
         raise ValueError("the model has no trainable parameters to linearise")
     n_params = sum(v.numel() for v in params.values())
-    limit = DEFAULT_PROJECTION_DIM if projection_dim is None else int(projection_dim)
-    if limit < 1:
-        raise ValueError(f"projection_dim must be a positive integer or None, not {projection_dim!r}")
-    project = n_params > limit
     x_all = inputs.to(dtype) if torch.is_floating_point(inputs) else inputs
 
     def single(p, x):
         return functional_call(model, {**p, **frozen}, (x.unsqueeze(0),)).squeeze(0)
 
     with torch.no_grad():
-        f0 = _as_2d(functional_call(model, {**params, **frozen}, (x_all,)))
-    n, outputs = f0.shape
+        outputs = _as_2d(functional_call(model, {**params, **frozen}, (x_all[:1],))).shape[1]
+    chunk = max(1, CHUNK_BYTES // (8 * outputs * n_params))
+    jacobian = vmap(jacrev(single), in_dims=(None, 0))
+    for start in tqdm(range(0, len(x_all), chunk), desc="Jacobian", unit="chunk", disable=not progress):
+        block = jacobian(params, x_all[start:start + chunk])
+        yield torch.cat([block[k].reshape(block[k].shape[0], outputs, -1) for k in params], dim=2)
+
+
+def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress=False):
+    """(Theta, f0, parameters, projected_dim) for `inputs` (n samples): Theta is the (n*K x n*K) Gram matrix of
+    the Jacobian rows of the model's outputs with respect to its trainable parameters, ordered sample-major
+    (row i*K + k is output k of sample i)."""
+    import torch
+
+    dtype = dtype or torch.float64
+    f0 = model_outputs(model, inputs, dtype)
+    n_params = sum(v.numel() for v in model.parameters() if v.requires_grad)
+    limit = DEFAULT_PROJECTION_DIM if projection_dim is None else int(projection_dim)
+    if limit < 1:
+        raise ValueError(f"projection_dim must be a positive integer or None, not {projection_dim!r}")
+    project = n_params > limit
     if project:
         generator = torch.Generator().manual_seed(seed)
         bucket = torch.randint(0, limit, (n_params,), generator=generator)
         sign = torch.randint(0, 2, (n_params,), generator=generator).to(dtype) * 2 - 1
-    chunk = max(1, CHUNK_BYTES // (8 * outputs * n_params))
     rows = []
-    jacobian = vmap(jacrev(single), in_dims=(None, 0))
-    for start in tqdm(range(0, n, chunk), desc="Jacobian", unit="chunk", disable=not progress):
-        block = jacobian(params, x_all[start:start + chunk])
-        flat = torch.cat([block[k].reshape(block[k].shape[0], outputs, -1) for k in params], dim=2)
-        flat = flat.reshape(-1, n_params)
+    for block in jacobian_chunks(model, inputs, dtype, progress):
+        flat = block.reshape(-1, n_params)
         if project:
             # CountSketch: parameter p adds sign[p] * J[:, p] to column bucket[p]; inner products kept in
             # expectation (Charikar et al. 2002).
             flat = torch.zeros(flat.shape[0], limit, dtype=dtype).index_add_(1, bucket, flat * sign)
         rows.append(flat)
     rows = torch.cat(rows)
-    gram = (rows @ rows.T).numpy()
-    return gram, f0.numpy(), n_params, (limit if project else None)
+    return (rows @ rows.T).numpy(), f0, n_params, (limit if project else None)
 
 
 def tangent_kernel(model, inputs, projection_dim=None, seed=0, dtype=None, progress=False):

@@ -4,7 +4,7 @@ a GPU (prenet.predict), with both parts shown."""
 import math
 from dataclasses import dataclass, field
 
-from .compare import catalog_prices
+from .compare import catalog_prices, check_price
 from .estimate import predict
 from .training_steps import dataset_arrays, dataset_length, predict_steps
 
@@ -47,8 +47,8 @@ def predict_training(model, dataset, gpu="V100", batch=32, lr=0.01, momentum=0.0
         raise ValueError("give exactly one of epochs (a number > 0) and target_loss")
     if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or epochs <= 0):
         raise ValueError(f"epochs must be a number > 0, got {epochs!r}")
-    if price_per_hour is not None and (not isinstance(price_per_hour, (int, float)) or price_per_hour < 0):
-        raise ValueError(f"price_per_hour must be a number >= 0, got {price_per_hour!r}")
+    if price_per_hour is not None:
+        check_price("price_per_hour", price_per_hour)
     dataset_size = dataset_length(dataset)
     example, _ = dataset_arrays(dataset, [0])
     estimate = predict(model, batch=batch, gpu=gpu, example_input=example, dataset_size=dataset_size,

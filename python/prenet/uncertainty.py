@@ -1,7 +1,7 @@
 """How sure a GPU estimate is: how far the GPU lies from the devices the predictors were fitted on, and an 80%
-interval whose factors per layer kind come from the leave-one-device-out evaluation (prenet.unseen_gpu): the
-10th and 90th percentiles of log(measured / predicted) over all held-out devices, stored beside the bundle as
-intervals.json."""
+interval whose factors per layer kind come from the leave-one-device-out evaluation (prenet.unseen_gpu):
+quantiles of measured / predicted over all held-out devices, over the narrowest range whose interval covers 80%
+of a left-out device's cases on average, stored beside the bundle as intervals.json."""
 import functools
 import json
 import math
@@ -39,9 +39,10 @@ def extrapolation(gpu, fitted):
     return {"nearest": nearest["name"], "distance": distance(nearest), "outside": outside}
 
 
+@functools.lru_cache(maxsize=8)
 def interval_factors(bundle_folder):
     """{kind: (low, high)} factors on a predicted time, with "*" for kinds not evaluated (the widest); None when
-    the bundle has no intervals.json."""
+    the bundle has no intervals.json. Read once per folder (cached: do not modify the result)."""
     path = Path(bundle_folder) / "intervals.json"
     if not path.is_file():
         return None

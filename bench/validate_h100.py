@@ -3,8 +3,8 @@
 
 Run:  .venv/bin/python bench/validate_h100.py
 Writes bench/results/validate_h100.md and prints the table. Hugging Face models (bert_base, gpt2) are built
-where `transformers` is importable and listed as skipped where it is not; precisions prenet does not predict yet
-are listed as such.
+with `transformers` where it is importable, else as prenet.reference_models' plain-PyTorch versions of the same
+architectures (same parameter counts; eager attention), marked as such in the table.
 """
 import json
 import statistics
@@ -23,63 +23,84 @@ def validation_file():
 
 
 def build(name):
-    """(model, predict keyword arguments) as the validation README builds each model."""
+    """(model, predict keyword arguments, how it was built) as the validation README builds each model."""
     if name in TORCHVISION:
         import torchvision
 
-        return getattr(torchvision.models, name)(weights=None, num_classes=1000), {"input_shape": (3, 224, 224)}
+        model = getattr(torchvision.models, name)(weights=None, num_classes=1000)
+        return model, {"input_shape": (3, 224, 224)}, "torchvision"
     import torch
-    import transformers  # ImportError: skipped by the caller
+
+    try:
+        import transformers
+        source = "transformers"
+    except ImportError:
+        transformers, source = None, "stand-in"
+    from prenet import reference_models
 
     if name == "bert_base":
-        model = transformers.BertForSequenceClassification(transformers.BertConfig(num_labels=2))
+        model = (transformers.BertForSequenceClassification(transformers.BertConfig(num_labels=2)) if transformers
+                 else reference_models.bert_base())
         ids = torch.randint(30522, (1, 128))
-        return model, {"example_input": {"input_ids": ids, "labels": torch.zeros(1, dtype=torch.long)}}
+        return model, {"example_input": {"input_ids": ids, "labels": torch.zeros(1, dtype=torch.long)}}, source
     if name == "gpt2":
-        model = transformers.GPT2LMHeadModel(transformers.GPT2Config())
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config()) if transformers else reference_models.gpt2_small()
         ids = torch.randint(50257, (1, 256))
-        return model, {"example_input": {"input_ids": ids, "labels": ids}}
+        return model, {"example_input": {"input_ids": ids, "labels": ids}}, source
     raise ValueError(f"unknown validation model {name!r}")
+
+
+def percentile(values, q):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))] if ordered else float("nan")
+
+
+def summary(label, errors, inside):
+    if not errors:
+        return f"- {label}: no case"
+    return (f"- {label}: {len(errors)} cases, median error {100 * statistics.median(errors):.1f}%, 90th percentile "
+            f"{100 * percentile(errors, 0.9):.1f}%; the 80% interval holds {sum(inside)} of {len(inside)}")
 
 
 def main():
     lines = validation_file().read_text().splitlines()
     environment = json.loads(lines[0])["env"]
-    rows, errors, inside = [], [], []
+    rows, results = [], []  # results: (precision, source, error, inside)
     started = time.monotonic()
     for line in lines[1:]:
         case = json.loads(line)
-        label = f"{case['model']} | {case['batch']} | {case['optimizer']} | {case['precision']}"
-        try:
-            model, inputs = build(case["model"])
-        except ImportError:
-            rows.append(f"| {label} | {case['epoch_s']:.3f} | skipped: transformers is not installed | | | | |")
-            continue
-        if case["precision"] not in prenet.predictors.PRECISIONS:
-            rows.append(f"| {label} | {case['epoch_s']:.3f} | not predicted: precision {case['precision']} "
-                        "(open issue) | | | | |")
-            continue
+        model, inputs, source = build(case["model"])
+        label = (f"{case['model']}{' (stand-in)' if source == 'stand-in' else ''} | {case['batch']} | "
+                 f"{case['optimizer']} | {case['precision']}")
         estimate = prenet.predict(model, batch=case["batch"], gpu=case["gpu"], dataset_size=case["n"],
                                   optimizer=case["optimizer"], precision=case["precision"], **inputs)
         error = abs(estimate.epoch_seconds - case["epoch_s"]) / case["epoch_s"]
-        errors.append(error)
         low, high = estimate.interval_seconds
-        inside.append(low <= case["epoch_s"] <= high)
+        results.append((case["precision"], source, error, low <= case["epoch_s"] <= high))
         rows.append(f"| {label} | {case['epoch_s']:.3f} | {estimate.epoch_seconds:.3f} | {100 * error:.1f}% | "
-                    f"{low:.3f}-{high:.3f} | {'yes' if inside[-1] else 'no'} | {estimate.bound} |")
+                    f"{low:.3f}-{high:.3f} | {'yes' if results[-1][3] else 'no'} | {estimate.bound} |")
         print(rows[-1], flush=True)
-    errors.sort()
-    p90 = errors[min(len(errors) - 1, int(round(0.9 * (len(errors) - 1))))] if errors else float("nan")
+
+    def pick(keep):
+        chosen = [r for r in results if keep(r)]
+        return [r[2] for r in chosen], [r[3] for r in chosen]
+
+    reach = estimate.extrapolation
     text = "\n".join([
         "# Whole-model validation on an unseen GPU: NVIDIA H100 80GB HBM3", "",
         f"`.venv/bin/python bench/validate_h100.py` ({time.strftime('%Y-%m-%d')}, {time.monotonic() - started:.0f} s). "
         f"Measured: {validation_file()} (torch {environment['torch']}); predicted: prenet.predict with the packaged "
-        "GPU predictors (no H100 layer data exists in this project). Epoch of 1024 samples.", "",
-        f"fp32 cases predicted: {len(errors)}; median error {100 * statistics.median(errors):.1f}%, "
-        f"90th percentile {100 * p90:.1f}% (targets: 10% and 25%); the stated 80% interval holds the measured "
-        f"epoch in {sum(inside)} of {len(inside)} cases. Nearest fitted GPU: {estimate.extrapolation['nearest']} "
-        f"(distance {estimate.extrapolation['distance']:.2f}; beyond the fitted range in "
-        f"{', '.join(estimate.extrapolation['outside']) or 'nothing'})." if errors else "No case predicted.", "",
+        "GPU predictors (no H100 layer data exists in this project). Epoch of 1024 samples. Targets: fp32 median "
+        "10% and 90th percentile 25%; bf16 median 15%.", "",
+        summary("fp32, all models", *pick(lambda r: r[0] == "fp32")),
+        summary("fp32, torchvision models", *pick(lambda r: r[0] == "fp32" and r[1] == "torchvision")),
+        summary("fp32, BERT-base and GPT-2", *pick(lambda r: r[0] == "fp32" and r[1] != "torchvision")),
+        summary("bf16 (autocast)", *pick(lambda r: r[0] == "bf16")), "",
+        f"Nearest fitted GPU: {reach['nearest']} (distance {reach['distance']:.2f}; beyond the fitted range in "
+        f"{', '.join(reach['outside']) or 'nothing'}). BERT-base and GPT-2 marked 'stand-in' are "
+        "prenet.reference_models' plain-PyTorch versions (transformers is not installed here): same layers and "
+        "parameter counts, attention written as matmul and softmax where the measured run used the library's "
+        "default attention.", "",
         "| model | batch | optimizer | precision | measured s | predicted s | error | 80% interval s | inside | "
         "predicted bound |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |", *rows, ""])
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

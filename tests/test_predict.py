@@ -94,7 +94,7 @@ def test_fp32_convolutions_use_tf32_tensor_cores_where_pytorch_does():
     conv = dict(batch=32, in_channels=64, out_channels=64, kernel_size=3, padding=1, height=56, width=56)
     assert prenet.predict_layer("conv2d", gpu="A100", **conv) < prenet.predict_layer(
         "conv2d", gpu="A100", precision="fp32_strict", **conv)
-    with pytest.raises(ValueError, match="precision 'tf32' is not supported yet; supported: fp32, fp32_strict"):
+    with pytest.raises(ValueError, match="unknown precision 'tf32'; known: fp32, fp32_strict, bf16, fp16"):
         prenet.layer_time("conv2d", gpu="A100", precision="tf32", **conv)
 
 
@@ -103,7 +103,9 @@ def test_fp32_convolutions_use_tf32_tensor_cores_where_pytorch_does():
     (dict(batch=0), ValueError, "batch must be an integer >= 1"),
     (dict(dataset_size=-3), ValueError, "dataset_size must be an integer >= 1"),
     (dict(optimizer="lion"), ValueError, "unknown optimizer 'lion'; known: sgd"),
-    (dict(precision="fp8"), ValueError, "precision 'fp8' is not supported yet; supported: fp32, fp32_strict"),
+    (dict(precision="fp8"), ValueError, "unknown precision 'fp8'; known: fp32, fp32_strict, bf16, fp16"),
+    (dict(precision="bf16", gpu="V100"), ValueError, "no bf16 rate in the catalog .*use fp16 or fp32"),
+    (dict(precision="bf16", gpu="cpu"), ValueError, "'bf16' is predicted for GPUs only"),
     (dict(input_shape=(3, 20, 20)), ValueError, "failed in module 'fc'"),
     (dict(input_shape=None), ValueError, "give input_shape"),
 ])

@@ -48,10 +48,10 @@ void bind_predictor(py::module_& m) {
         .def("estimate",
              [](const prenet::PredictorBundle& b, const std::string& kind,
                 const std::vector<std::map<std::string, std::int64_t>>& configs, const prenet::GpuCatalog& catalog,
-                const std::string& gpu, const std::string& optimizer, bool tf32_convolutions) {
+                const std::string& gpu, const std::string& optimizer, const std::string& precision) {
                  std::vector<py::dict> rows;
                  for (const auto& t : prenet::estimate_layer_times(b, configure_all(kind, configs), catalog.find(gpu),
-                                                                   optimizer, tf32_convolutions)) {
+                                                                   optimizer, prenet::parse_precision(precision))) {
                      py::dict row;
                      row["forward_ms"] = t.forward_ms;
                      row["backward_ms"] = t.backward_ms;
@@ -64,10 +64,10 @@ void bind_predictor(py::module_& m) {
                  return rows;
              },
              py::arg("kind"), py::arg("configs"), py::arg("catalog"), py::arg("gpu"), py::arg("optimizer") = "sgd",
-             py::arg("tf32_convolutions") = true,
+             py::arg("precision") = "fp32",
              "Forward, backward and optimizer milliseconds per configuration, with how each was obtained "
-             "(predicted, kernels, roofline); tf32_convolutions: PyTorch's fp32 default (cuDNN convolutions on "
-             "TF32 tensor cores where the GPU has them)")
+             "(predicted, kernels, roofline); precision: fp32 (PyTorch's defaults: cuDNN convolutions on TF32 "
+             "tensor cores where the GPU has them), fp32_strict, bf16 or fp16 (kernels on 2-byte tensors)")
         .def("update_ms",
              [](const prenet::PredictorBundle& b, const std::vector<double>& elements, const prenet::GpuCatalog& catalog,
                 const std::string& gpu, const std::string& optimizer) {

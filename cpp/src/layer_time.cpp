@@ -7,6 +7,7 @@
 
 #include "prenet/features.hpp"
 #include "prenet/optimizer.hpp"
+#include "prenet/precision.hpp"
 
 namespace prenet {
 
@@ -40,26 +41,19 @@ constexpr int kMaxDepth = 8;
 class Planner {
 public:
     Planner(const PredictorBundle& bundle, const GpuSpec& gpu, const std::string& optimizer,
-            std::vector<LayerTime>& out, bool tf32_convolutions = false)
-        : bundle_(bundle), gpu_(gpu), optimizer_(optimizer), out_(out), tf32_convolutions_(tf32_convolutions) {}
+            std::vector<LayerTime>& out, Precision precision = Precision::fp32)
+        : bundle_(bundle), gpu_(gpu), optimizer_(optimizer), out_(out), precision_(precision) {}
 
+    // A composite kind without a predictor of its own runs its forward_kernels; any other is a leaf, timed in the
+    // step's precision: a memory-bound kind as its narrowed configuration, a tensor-core kind on its roofline's
+    // share at the precision's rate (prenet/precision.hpp).
     void forward(const LayerConfig& c, Destination d, int depth = 0) {
-        const LayerKind& kind = c.kind();
-        if (kind.cudnn_convolution && tf32_convolutions_) {
-            d.weight *= tf32_convolution_factor(kind.cost(c, kFp32Bytes), gpu_);
-        }
-        if (bundle_.has(kind.name, "forward")) return queue(c, "forward", d);
-        if (kind.forward_kernels && depth < kMaxDepth) {
-            for (const auto& k : kind.forward_kernels(c)) forward(configure(k), scaled(d, k.count), depth + 1);
-            return;
-        }
-        const LayerCost cost = kind.cost(c, kFp32Bytes);
-        add(d, TimeBasis::roofline, roofline_ms(cost.forward_flops, cost.forward_bytes, gpu_));
+        forward_in(c, d, depth, precision_);
     }
 
     void backward(const LayerConfig& c, Destination d, int depth = 0) {
         const LayerKind& kind = c.kind();
-        if (bundle_.has(kind.name, "backward")) return queue(c, "backward", d);
+        if (bundle_.has(kind.name, "backward")) return leaf(c, "backward", d, precision_);
         if (kind.backward_kernels) {
             for (const auto& k : kind.backward_kernels(c)) forward(configure(k), scaled(d, k.count), depth + 1);
         } else if (kind.forward_kernels && depth < kMaxDepth) {
@@ -81,13 +75,14 @@ public:
     }
 
     // One tensor's update runs kernels_per_tensor kernels that together make element_passes passes over it: as
-    // many add-shaped kernels, each sized to its share of the traffic (an add makes 3 passes).
+    // many add-shaped kernels, each sized to its share of the traffic (an add makes 3 passes). Parameters, their
+    // gradients and the optimizer's state stay in fp32 under autocast.
     void update(double elements, Destination d) {
         const OptimizerSpec& spec = find_optimizer(optimizer_);
         const double share = elements * spec.element_passes / (kAddElementPasses * spec.kernels_per_tensor);
         const LayerConfig kernel = find_layer_kind("add").configure(
             {{"batch", 1}, {"features", std::max<std::int64_t>(1, std::llround(share))}});
-        forward(kernel, scaled(d, spec.kernels_per_tensor), 1);
+        forward_in(kernel, scaled(d, spec.kernels_per_tensor), 1, Precision::fp32);
     }
 
     // Runs the queued predictions, one batch per (kind, mode).
@@ -104,6 +99,24 @@ public:
 
 private:
     static LayerConfig configure(const KernelWork& k) { return find_layer_kind(k.kind).configure(k.config); }
+
+    void forward_in(const LayerConfig& c, Destination d, int depth, Precision precision) {
+        const LayerKind& kind = c.kind();
+        if (!bundle_.has(kind.name, "forward") && kind.forward_kernels && depth < kMaxDepth) {
+            for (const auto& k : kind.forward_kernels(c)) forward_in(configure(k), scaled(d, k.count), depth + 1, precision);
+            return;
+        }
+        leaf(c, "forward", d, precision);
+    }
+
+    // A leaf kernel: predicted where the bundle has the mode, else its roofline bound.
+    void leaf(const LayerConfig& c, const std::string& mode, Destination d, Precision precision) {
+        const LayerConfig kernel = narrowed(c, precision);
+        d.weight *= tensor_core_factor(kernel, gpu_, precision);
+        if (bundle_.has(kernel.kind().name, mode)) return queue(kernel, mode, d);
+        const LayerCost cost = kernel.kind().cost(kernel, kFp32Bytes);
+        add(d, TimeBasis::roofline, roofline_ms(cost.forward_flops, cost.forward_bytes, gpu_));
+    }
 
     static Destination scaled(Destination d, double factor) {
         d.weight *= factor;
@@ -131,26 +144,18 @@ private:
     const GpuSpec& gpu_;
     const std::string& optimizer_;
     std::vector<LayerTime>& out_;
-    bool tf32_convolutions_;
+    Precision precision_;
     std::map<std::pair<std::string, std::string>, std::pair<std::vector<LayerConfig>, std::vector<Destination>>> batches_;
 };
 
 }  // namespace
 
-double tf32_convolution_factor(const LayerCost& cost, const GpuSpec& gpu) {
-    if (!gpu.tf32_tflops || *gpu.tf32_tflops <= gpu.fp32_tflops) return 1.0;
-    const double fp32_bound = roofline_ms(cost.forward_flops, cost.forward_bytes, gpu);
-    if (fp32_bound <= 0) return 1.0;
-    return roofline_ms(cost.forward_flops, cost.forward_bytes, *gpu.tf32_tflops, gpu.memory_bandwidth_gbs) /
-           fp32_bound;
-}
-
 std::vector<LayerTime> estimate_layer_times(const PredictorBundle& bundle, const std::vector<LayerConfig>& configs,
                                             const GpuSpec& gpu, const std::string& optimizer,
-                                            bool tf32_convolutions) {
+                                            Precision precision) {
     find_optimizer(optimizer);  // an unknown name fails before any work
     std::vector<LayerTime> out(configs.size());
-    Planner planner(bundle, gpu, optimizer, out, tf32_convolutions);
+    Planner planner(bundle, gpu, optimizer, out, precision);
     for (std::size_t row = 0; row < configs.size(); ++row) {
         planner.forward(configs[row], {row, kForward, 1.0, TimeBasis::predicted});
         planner.backward(configs[row], {row, kBackward, 1.0, TimeBasis::predicted});

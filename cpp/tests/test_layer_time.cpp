@@ -129,6 +129,7 @@ TEST_F(EstimatorTest, CompositeKindsUseTheirKernelsAndParameterFreeKindsHaveNoUp
 }
 
 TEST_F(EstimatorTest, CudnnConvolutionsRunOnTheTf32RooflineByDefault) {
+    using prenet::Precision;
     const auto bundle = prenet::PredictorBundle::load(folder_.string());
     // No conv2d predictor: forward and backward are roofline bounds, at the TF32 rate where the GPU has one.
     const auto big = find_layer_kind("conv2d").configure({{"batch", 32}, {"in_channels", 256}, {"out_channels", 256},
@@ -138,23 +139,66 @@ TEST_F(EstimatorTest, CudnnConvolutionsRunOnTheTf32RooflineByDefault) {
                                                                 {"out_channels", 256}, {"kernel_size", 3},
                                                                 {"padding", 1}, {"height", 28}, {"width", 28},
                                                                 {"groups", 256}});
-    const auto fp32 = prenet::estimate_layer_times(bundle, {big, depthwise}, gpu_, "sgd", true);  // no TF32 rate
+    const auto fp32 = prenet::estimate_layer_times(bundle, {big, depthwise}, gpu_, "sgd");  // no TF32 rate
     prenet::GpuSpec ampere = gpu_;
     ampere.tf32_tflops = 80;  // 8x the fp32 rate
-    const auto tf32 = prenet::estimate_layer_times(bundle, {big, depthwise}, ampere, "sgd", true);
-    const auto strict = prenet::estimate_layer_times(bundle, {big, depthwise}, ampere, "sgd", false);
+    const auto tf32 = prenet::estimate_layer_times(bundle, {big, depthwise}, ampere, "sgd", Precision::fp32);
+    const auto strict = prenet::estimate_layer_times(bundle, {big, depthwise}, ampere, "sgd", Precision::fp32_strict);
 
     const auto cost = big.kind().cost(big, 4);
     const double compute_fp32 = 1e3 * cost.forward_flops / 10e12, memory = 1e3 * cost.forward_bytes / 100e9;
     ASSERT_GT(compute_fp32, memory);  // compute-bound at fp32
-    EXPECT_NEAR(prenet::tf32_convolution_factor(cost, ampere),
+    EXPECT_NEAR(prenet::tensor_core_factor(big, ampere, Precision::fp32),
                 std::max(compute_fp32 / 8, memory) / compute_fp32, 1e-12);
-    EXPECT_EQ(prenet::tf32_convolution_factor(cost, gpu_), 1.0);
+    EXPECT_EQ(prenet::tensor_core_factor(big, gpu_, Precision::fp32), 1.0);
     EXPECT_DOUBLE_EQ(strict[0].forward_ms, fp32[0].forward_ms);
-    EXPECT_NEAR(tf32[0].forward_ms, fp32[0].forward_ms * prenet::tf32_convolution_factor(cost, ampere), 1e-12);
+    EXPECT_NEAR(tf32[0].forward_ms, fp32[0].forward_ms * prenet::tensor_core_factor(big, ampere, Precision::fp32),
+                1e-12);
     EXPECT_LT(tf32[0].backward_ms, fp32[0].backward_ms);  // its gradient convolutions too
     // A depthwise convolution is memory-bound at either rate: unchanged.
     EXPECT_DOUBLE_EQ(tf32[1].forward_ms, fp32[1].forward_ms);
+    // Matmuls stay in full fp32 by default.
+    const auto linear = find_layer_kind("linear").configure(
+        {{"batch", 64}, {"seq_len", 128}, {"in_features", 1024}, {"out_features", 1024}});
+    EXPECT_EQ(prenet::tensor_core_factor(linear, ampere, Precision::fp32), 1.0);
+}
+
+TEST_F(EstimatorTest, TwoBytePrecisionsUseTheMatrixRateAndHalveTheTraffic) {
+    using prenet::Precision;
+    const auto bundle = prenet::PredictorBundle::load(folder_.string());
+    prenet::GpuSpec hopper = gpu_;
+    hopper.bf16_tflops = 160;  // 16x the fp32 rate
+    const auto linear = find_layer_kind("linear").configure(
+        {{"batch", 64}, {"seq_len", 128}, {"in_features", 1024}, {"out_features", 1024}});
+    const auto relu = find_layer_kind("relu").configure({{"batch", 1}, {"features", 1000001}});
+    // Matrix kind: roofline at 160 TFLOPS with 2-byte operands over the fp32 roofline.
+    const auto narrow_cost = linear.kind().cost(linear, 2), wide_cost = linear.kind().cost(linear, 4);
+    const double expected = std::max(1e3 * narrow_cost.forward_flops / 160e12, 1e3 * narrow_cost.forward_bytes / 100e9) /
+                            std::max(1e3 * wide_cost.forward_flops / 10e12, 1e3 * wide_cost.forward_bytes / 100e9);
+    EXPECT_NEAR(prenet::tensor_core_factor(linear, hopper, Precision::bf16), expected, 1e-12);
+    // Memory-bound kind: the configuration moving the same bytes in fp32 (batch 1, so the features halve).
+    const auto half = prenet::narrowed(relu, Precision::bf16);
+    EXPECT_EQ(half["batch"], 1);
+    EXPECT_EQ(half["features"], 500001);
+    EXPECT_EQ(prenet::narrowed(relu, Precision::fp32)["features"], 1000001);
+    EXPECT_EQ(prenet::narrowed(linear, Precision::bf16)["batch"], 64);  // a matrix kind keeps its shape
+    const auto fp32 = prenet::estimate_layer_times(bundle, {linear, relu}, hopper, "adam");
+    const auto bf16 = prenet::estimate_layer_times(bundle, {linear, relu}, hopper, "adam", Precision::bf16);
+    EXPECT_NEAR(bf16[0].forward_ms, fp32[0].forward_ms * expected, 1e-9 * fp32[0].forward_ms);
+    EXPECT_LT(bf16[1].forward_ms, fp32[1].forward_ms);
+    EXPECT_DOUBLE_EQ(bf16[0].optimizer_ms, fp32[0].optimizer_ms);  // fp32 master weights and state
+    // No bf16 rate in the catalog: the GPU does not support it, and the error says what to use instead.
+    prenet::GpuSpec volta = gpu_;
+    volta.fp16_tflops = 120;
+    try {
+        prenet::estimate_layer_times(bundle, {linear}, volta, "sgd", Precision::bf16);
+        FAIL() << "expected std::invalid_argument";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("no bf16 rate"), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("use fp16 or fp32"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(prenet::parse_precision("tf32"), std::invalid_argument);
+    EXPECT_EQ(prenet::parse_precision("fp16"), Precision::fp16);
 }
 
 }  // namespace

@@ -104,6 +104,8 @@ def _compare(args):
         return
     with _pandas_display():
         print(table.to_string(index=False, na_rep="-"))
+    for name, why in table.attrs.get("unsupported", {}).items():
+        print(f"left out: {why}", file=sys.stderr)
 
 
 def _gpus(args):
@@ -145,13 +147,16 @@ def _pandas_display():
 
 
 def _training_run_arguments(command):
-    """The arguments `predict` and `measure` share: what is trained, on what input, how."""
+    """The arguments `predict`, `measure` and `compare` share: what is trained, on what input, how."""
     command.add_argument("model", help="torchvision:NAME or package.module:factory")
     command.add_argument("--batch", type=int, default=32)
     command.add_argument("--input-shape", type=_shape, help="input shape without the batch, e.g. 3,224,224")
     command.add_argument("--dataset-size", type=int, default=1024, help="samples per epoch (default 1024)")
     command.add_argument("--optimizer", default="sgd",
                          help="sgd (momentum 0.9), sgd_plain, adam, adamw, rmsprop, adagrad")
+    command.add_argument("--precision", default="fp32",
+                         help="fp32 (PyTorch's defaults: cuDNN convolutions in TF32 where the GPU has it), "
+                              "fp32_strict (no TF32), bf16 or fp16 (autocast around forward and loss)")
 
 
 def parser():
@@ -178,16 +183,12 @@ def parser():
     e = sub.add_parser("predict", help="predicted training time of a model: per step and per epoch")
     e.add_argument("--gpu", default="V100", help="GPU name, alias or torch device name, or 'cpu' (default V100)")
     _training_run_arguments(e)
-    e.add_argument("--precision", default="fp32", help="fp32 (PyTorch's defaults: cuDNN convolutions in TF32 where "
-                   "the GPU has it) or fp32_strict (no TF32)")
     e.add_argument("--top", type=int, default=15, help="layers to list (default 15)")
     e.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     e.set_defaults(run=_predict)
     m = sub.add_parser("measure", help="measured training epoch of a model (../shared/PROTOCOL.md)")
     m.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default cuda)")
     _training_run_arguments(m)
-    m.add_argument("--precision", default="fp32", help="fp32 (PyTorch's defaults), fp32_strict (no TF32), bf16 or "
-                   "fp16 (autocast)")
     m.add_argument("--repeats", type=int, default=3, help="timed epochs after the warm-up (>= 3)")
     m.add_argument("--json", action="store_true", help="print one JSON object")
     m.set_defaults(run=_measure)
@@ -196,7 +197,6 @@ def parser():
     o.add_argument("--gpus", default="all", help="'all' (the catalog) or comma-separated names (H100,A100,T4)")
     o.add_argument("--price", type=_price, action="append", help="NAME=USD per hour, overriding the catalog's "
                    "price (repeatable)")
-    o.add_argument("--precision", default="fp32", help="fp32 (PyTorch's defaults) or fp32_strict (no TF32)")
     o.add_argument("--plot", help="also save the comparison plot to this image file")
     o.add_argument("--json", action="store_true", help="print the rows as one JSON array")
     o.set_defaults(run=_compare)

@@ -61,7 +61,8 @@ def compare(model, batch=32, gpus="all", price_per_hour=None, input_shape=None, 
     """A Comparison (a pandas DataFrame) of `model`'s training epoch on each GPU of `gpus` ("all": the whole
     catalog; or a list of names), sorted by epoch time: epoch and step seconds, the 80% interval, the nearest
     fitted GPU and the distance to it, the price per hour used (`price_per_hour` {name: USD} overrides the
-    catalog's) with its source, and the cost of an epoch (NaN where no price is known)."""
+    catalog's) with its source, and the cost of an epoch (NaN where no price is known). With gpus="all" and a
+    mixed precision, GPUs without that type are left out and named in `.attrs["unsupported"]`."""
     import pandas as pd
 
     _check(model, batch, dataset_size, optimizer, precision)
@@ -75,10 +76,16 @@ def compare(model, batch=32, gpus="all", price_per_hour=None, input_shape=None, 
     for name, price in (price_per_hour or {}).items():
         check_price(f"price_per_hour[{name!r}]", price)
         prices[find_gpu(name)["name"]] = {"usd_per_hour": float(price), "source": "given", "date": ""}
-    traced = trace_steps(model, batch, dataset_size, input_shape, example_input)
-    rows = []
+    traced = trace_steps(model, batch, dataset_size, input_shape, example_input, precision)
+    rows, unsupported = [], {}
     for name in dict.fromkeys(canonical):
-        estimate = estimate_traced(traced, model, batch, name, dataset_size, optimizer, precision)
+        try:
+            estimate = estimate_traced(traced, model, batch, name, dataset_size, optimizer, precision)
+        except ValueError as error:
+            if gpus != "all" or "rate in the catalog" not in str(error):
+                raise
+            unsupported[name] = str(error)  # "all": a GPU without the precision's type is left out, and said so
+            continue
         price = prices.get(name) or catalog_prices().get(name)
         low, high = estimate.interval_seconds or (float("nan"), float("nan"))
         usd = price["usd_per_hour"] if price else float("nan")
@@ -91,4 +98,6 @@ def compare(model, batch=32, gpus="all", price_per_hour=None, input_shape=None, 
                      "price_source": (price["source"] + (f" ({price['date']})" if price["date"] else "")
                                       if price else "")})
     frame = pd.DataFrame(rows).sort_values("epoch_seconds").reset_index(drop=True)
-    return _comparison_class()(frame)
+    table = _comparison_class()(frame)
+    table.attrs["unsupported"] = unsupported
+    return table

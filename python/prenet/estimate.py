@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from . import host_cost, op_costs, op_trace, uncertainty
 from ._native import core
 from .catalog import host_catalog
-from .predictors import PACKAGED_UNSEEN_BUNDLE, gpu_bundle_folder, resolve, tf32_convolutions
+from .predictors import MIXED_PRECISIONS, PACKAGED_UNSEEN_BUNDLE, check_precision, gpu_bundle_folder, resolve
 
 # Optimizer names as prenet.predict and prenet.measure take them (../shared/PROTOCOL.md: "sgd" is SGD with
 # momentum 0.9) -> the native optimizer table's names.
@@ -111,32 +111,39 @@ def _check(model, batch, dataset_size, optimizer, precision=None):
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
     if precision is not None:
-        tf32_convolutions(precision)  # rejects an unsupported one by name
+        check_precision(precision)
+
+
+def _op_precision(work, precision):
+    """The precision an op's kernels run in within a step of `precision`: the step's mixed type for ops on 2-byte
+    tensors, PyTorch's fp32 rules (or strict fp32) for the rest."""
+    if work.narrow and precision in MIXED_PRECISIONS:
+        return precision
+    return "fp32_strict" if precision == "fp32_strict" else "fp32"
 
 
 def _device_times(ops, native, catalog, device, optimizer, precision):
     """Per op: (Work or None, milliseconds, basis)."""
-    tf32 = tf32_convolutions(precision)
     works = [op_costs.work_of(op) for op in ops]
     groups = {}
     for index, work in enumerate(works):
         if work is not None:
-            groups.setdefault((work.kind, work.part), []).append(index)
+            groups.setdefault((work.kind, work.part, _op_precision(work, precision)), []).append(index)
     ms, basis = [0.0] * len(ops), ["view"] * len(ops)
-    for (kind, part), indices in groups.items():
+    for (kind, part, kernel_precision), indices in groups.items():
         configs = [works[i].config for i in indices]
         try:
-            times = native.estimate(kind, configs, catalog, device, optimizer, tf32)
-        except ValueError:  # a configuration outside its kind's range: cost that op by its traffic
+            times = native.estimate(kind, configs, catalog, device, optimizer, kernel_precision)
+        except ValueError as error:  # a configuration outside its kind's range: cost that op by its traffic
+            if "rate in the catalog" in str(error):
+                raise
             times = []
             for i in indices:
                 try:
-                    times += native.estimate(kind, [works[i].config], catalog, device, optimizer, tf32)
+                    times += native.estimate(kind, [works[i].config], catalog, device, optimizer, kernel_precision)
                 except ValueError:
-                    op = ops[i]
-                    elements = sum(map(op_costs.numel, op.inputs)) + sum(op_costs.numel(s) for s in op.outputs if s)
-                    works[i] = op_costs.traffic(elements)
-                    times += native.estimate("add", [works[i].config], catalog, device, optimizer, tf32)
+                    works[i] = op_costs.traffic(op_costs.moved_bytes(ops[i]) / op_costs.FP32_BYTES)
+                    times += native.estimate("add", [works[i].config], catalog, device, optimizer, "fp32")
         for i, t in zip(indices, times):
             ms[i] = works[i].count * t[f"{part}_ms"]
             basis[i] = works[i].how if works[i].how == "traffic" else t[f"{part}_basis"]
@@ -245,21 +252,24 @@ def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, d
     """Predicted training time of `model` (see the module's description). `gpu`: a catalog name (prenet.gpus())
     or "cpu" (this project's measured host CPU, one thread). Returns an Estimate."""
     _check(model, batch, dataset_size, optimizer, precision)
-    resolve(gpu, bundle)  # an unknown GPU fails before the model is traced
-    traced = trace_steps(model, batch, dataset_size, input_shape, example_input)
+    check_precision(precision, gpu)  # an unknown GPU, or a mixed precision on the CPU, fails before tracing
+    resolve(gpu, bundle)
+    traced = trace_steps(model, batch, dataset_size, input_shape, example_input, precision)
     return estimate_traced(traced, model, batch, gpu, dataset_size, optimizer, precision, bundle)
 
 
-def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None):
+def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None, precision="fp32"):
     """(operators of a step at each batch size an epoch uses, the epoch's batch sizes): what predict costs on a
-    device, traced once (prenet.compare reuses it for every GPU)."""
+    device, traced once (prenet.compare reuses it for every GPU); under a mixed precision, forward and loss are
+    traced with CUDA autocast's casts (prenet.autocast_policy)."""
+    autocast = precision in MIXED_PRECISIONS
     make_inputs = _input_maker(model, input_shape, example_input)
     was_training = model.training
     model.train()
     try:
-        traces = op_trace.trace_small(model, make_inputs)
+        traces = op_trace.trace_small(model, make_inputs, autocast)
         sizes = [batch] * (dataset_size // batch) + ([dataset_size % batch] if dataset_size % batch else [])
-        ops = {size: op_trace.at_batch(traces, size, model, make_inputs) for size in sorted(set(sizes))}
+        ops = {size: op_trace.at_batch(traces, size, model, make_inputs, autocast) for size in sorted(set(sizes))}
     finally:
         model.train(was_training)
     return ops, sizes

@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 
 from .estimate import _check, _input_maker
 from .host_cost import _cpu_model
+from .predictors import check_precision
 
-# As prenet.predict names them: "fp32" touches nothing (PyTorch's defaults), "fp32_strict" turns TF32 off for
-# cuDNN and matmuls, "bf16" / "fp16" autocast forward and loss (fp16 with a GradScaler).
-PRECISIONS = ("fp32", "fp32_strict", "bf16", "fp16")
+# Precisions as prenet.predict names them (prenet.predictors.PRECISIONS): "fp32" touches nothing (PyTorch's
+# defaults), "fp32_strict" turns TF32 off for cuDNN and matmuls, "bf16" / "fp16" autocast forward and loss (fp16
+# with a GradScaler).
 
 
 @dataclass
@@ -95,8 +96,7 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
     import torch
 
     _check(model, batch, dataset_size, optimizer)
-    if precision not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
+    check_precision(precision)
     if not isinstance(repeats, int) or repeats < 3:
         raise ValueError(f"repeats must be an integer >= 3 (the protocol times at least 3 epochs), got {repeats!r}")
     device = torch.device(device)

@@ -16,14 +16,22 @@ VIEWS = {"view", "_reshape_alias", "_unsafe_view", "reshape", "t", "transpose", 
          "_to_copy_noop", "expand_as", "view_as", "narrow", "unflatten", "flatten"}
 
 
+# Bytes per element by dtype name as op_trace records it; a dtype not named (or not recorded) counts 4.
+ITEMSIZE = {"float64": 8, "int64": 8, "complex64": 8, "float32": 4, "int32": 4, "bfloat16": 2, "float16": 2,
+            "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
+FP32_BYTES = 4
+
+
 @dataclass
 class Work:
-    """A piece of device work: `part` ("forward" or "backward") of a layer `kind` with `config`, `count` times."""
+    """A piece of device work: `part` ("forward" or "backward") of a layer `kind` with `config`, `count` times;
+    `narrow`: it runs on 2-byte floating tensors (autocast), so it is costed in the step's mixed precision."""
     kind: str
     config: dict
     part: str = "forward"
     count: float = 1.0
     how: str = "layer"  # "layer": a layer kind's own predictor; "traffic": elements moved, as an add
+    narrow: bool = False
 
 
 def numel(shape):
@@ -31,8 +39,28 @@ def numel(shape):
 
 
 def traffic(elements, how="traffic"):
-    """An add-shaped kernel moving `elements` elements (an add moves 3 per output element)."""
+    """An add-shaped kernel moving `elements` 4-byte elements (an add moves 3 per output element)."""
     return Work("add", {"batch": 1, "features": max(1, math.ceil(elements / 3))}, how=how)
+
+
+def _tensors(op):
+    """(shape, dtype name or None) of every tensor the op reads and writes."""
+    dtypes_in = op.input_dtypes or [None] * len(op.inputs)
+    dtypes_out = op.output_dtypes or [None] * len(op.outputs)
+    return [(s, d) for s, d in zip(op.inputs, dtypes_in)] + [
+        (s, d) for s, d in zip(op.outputs, dtypes_out) if s is not None]
+
+
+def moved_bytes(op):
+    """Bytes of every tensor the op reads and writes, at their recorded element sizes."""
+    return sum(numel(s) * ITEMSIZE.get(d, FP32_BYTES) for s, d in _tensors(op))
+
+
+def runs_narrow(op):
+    """Whether the op's floating tensors are mostly 2-byte ones (by elements): a bf16/fp16 kernel."""
+    floating = [(numel(s), ITEMSIZE[d]) for s, d in _tensors(op) if d and d.startswith(("float", "bfloat"))]
+    elements = sum(n for n, _ in floating)
+    return elements > 0 and sum(n * size for n, size in floating) < 3 * elements
 
 
 def _conv(x, w, bias, stride, padding, groups, part, count=1.0):
@@ -180,13 +208,15 @@ RULES = {
 
 
 def work_of(op):
-    """The Work of one recorded op, or None for a view (no kernel)."""
+    """The Work of one recorded op, or None for a view (no kernel). Traffic is counted in bytes at each tensor's
+    element size (a cast to bf16 reads 4 and writes 2 bytes per element); a layer kind on 2-byte tensors is
+    marked `narrow`."""
     base = op.name.split(".")[0]
     if base in VIEWS:
         return None
     rule = RULES.get(base)
     found = rule(op) if rule else None
     if found is not None:
+        found.narrow = runs_narrow(op)
         return found
-    elements = sum(numel(s) for s in op.inputs) + sum(numel(s) for s in op.outputs if s is not None)
-    return traffic(elements)
+    return traffic(moved_bytes(op) / FP32_BYTES)

@@ -21,7 +21,8 @@ class Op:
     """One operator call: `name` as aten names its overload ("convolution.default"), `phase` (forward, backward),
     the shapes of its tensor inputs and outputs (None for a non-tensor output), its positional arguments (TENSOR
     where a tensor stands), the module
-    that was running (the innermost one, "" outside any), and the dtype of its first tensor input."""
+    that was running (the innermost one, "" outside any), and the dtype of its first tensor input; the dtypes of
+    all tensor inputs and outputs in `input_dtypes` and `output_dtypes` (None for a non-tensor output)."""
     phase: str
     name: str
     inputs: list
@@ -29,7 +30,12 @@ class Op:
     arguments: list
     module: str
     dtype: str = ""
-    extra: dict = field(default_factory=dict)
+    input_dtypes: list = field(default_factory=list)
+    output_dtypes: list = field(default_factory=list)
+
+
+def _dtype_name(tensor):
+    return str(tensor.dtype).replace("torch.", "")
 
 
 def _recorder():
@@ -47,13 +53,15 @@ def _recorder():
             flat_in, _ = tree_flatten((args, kwargs or {}))
             flat_out, _ = tree_flatten(out)
             tensors = [a for a in flat_in if isinstance(a, torch.Tensor)]
+            input_dtypes = [_dtype_name(t) for t in tensors]
             self.ops.append(Op(
                 phase=self.phase, name=func.__name__,
                 inputs=[tuple(t.shape) for t in tensors],
                 outputs=[tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in flat_out],
                 arguments=[TENSOR if isinstance(a, torch.Tensor) else a for a in args],
                 module=self.modules[-1] if self.modules else "",
-                dtype=str(tensors[0].dtype).replace("torch.", "") if tensors else ""))
+                dtype=input_dtypes[0] if tensors else "", input_dtypes=input_dtypes,
+                output_dtypes=[_dtype_name(t) if isinstance(t, torch.Tensor) else None for t in flat_out]))
             return out
 
     return Recorder()
@@ -78,10 +86,13 @@ def _first_tensor(value):
     return None
 
 
-def trace_once(model, inputs):
+def trace_once(model, inputs, autocast=False):
     """The ops of one forward, loss (the model's own loss if it returns one, else the mean of its first output:
-    a cross-entropy costs about as much) and backward, on `inputs` as given."""
-    import torch
+    a cross-entropy costs about as much) and backward, on `inputs` as given; `autocast`: forward and loss under
+    CUDA autocast's casting rules (prenet.autocast_policy), the backward pass in the dtypes they leave."""
+    import contextlib
+
+    from .autocast_policy import CudaAutocast
 
     recorder = _recorder()
     def enter(label):
@@ -99,11 +110,12 @@ def trace_once(model, inputs):
     model.zero_grad(set_to_none=True)
     try:
         with recorder:
-            output = model(**inputs) if isinstance(inputs, dict) else model(inputs)
-            tensor = _first_tensor(output)
-            if tensor is None:
-                raise ValueError(f"the model returned no tensor to train on ({type(output).__name__})")
-            loss = tensor if tensor.dim() == 0 else tensor.float().mean()
+            with CudaAutocast() if autocast else contextlib.nullcontext():
+                output = model(**inputs) if isinstance(inputs, dict) else model(inputs)
+                tensor = _first_tensor(output)
+                if tensor is None:
+                    raise ValueError(f"the model returned no tensor to train on ({type(output).__name__})")
+                loss = tensor if tensor.dim() == 0 else tensor.float().mean()
             recorder.phase, recorder.modules = "backward", []
             loss.backward()
     except Exception as error:
@@ -126,12 +138,12 @@ def _scale(small, large, batch):
     return tuple(a if a == b else a + (b - a) * (batch - b0) // (b1 - b0) for a, b in zip(small, large))
 
 
-def trace_small(model, make_inputs):
+def trace_small(model, make_inputs, autocast=False):
     """The ops of a training step at the two TRACE_BATCHES; `make_inputs(b)` builds inputs of b samples."""
-    return tuple(trace_once(model, make_inputs(b)) for b in TRACE_BATCHES)
+    return tuple(trace_once(model, make_inputs(b), autocast) for b in TRACE_BATCHES)
 
 
-def at_batch(traces, batch, model=None, make_inputs=None):
+def at_batch(traces, batch, model=None, make_inputs=None, autocast=False):
     """Ops of one training step at `batch`, extrapolated from `traces` (trace_small); where the two traces differ
     in their operations, the step is traced at `batch` itself (needs `model` and `make_inputs`)."""
     import copy
@@ -143,7 +155,7 @@ def at_batch(traces, batch, model=None, make_inputs=None):
     if not same:
         if model is None:
             raise ValueError("the model runs different operations at different batch sizes; trace it at the batch")
-        return trace_once(model, make_inputs(batch))
+        return trace_once(model, make_inputs(batch), autocast)
     ops = []
     for small, large in zip(first, second):
         op = copy.copy(small)

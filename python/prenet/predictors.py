@@ -50,15 +50,20 @@ def resolve(gpu, bundle=None):
 
 
 # "fp32": PyTorch's defaults (cuDNN convolutions on TF32 tensor cores where the GPU has them, matmuls in full
-# fp32); "fp32_strict": TF32 off everywhere (torch.backends.cudnn.allow_tf32 = False).
-PRECISIONS = ("fp32", "fp32_strict")
+# fp32); "fp32_strict": TF32 off everywhere (torch.backends.cudnn.allow_tf32 = False); "bf16", "fp16": automatic
+# mixed precision (torch.autocast around forward and loss; prenet.autocast_policy decides each op's dtype).
+PRECISIONS = ("fp32", "fp32_strict", "bf16", "fp16")
+MIXED_PRECISIONS = ("bf16", "fp16")
 
 
-def tf32_convolutions(precision):
-    """Whether cuDNN convolutions run in TF32 under `precision` (ValueError for one not supported)."""
+def check_precision(precision, gpu=None):
+    """Rejects an unknown precision by name, and a mixed one on the host CPU (its predictors were measured in fp32
+    and CPU autocast follows other rules); a GPU without the type fails where it is costed, naming the GPU."""
     if precision not in PRECISIONS:
-        raise ValueError(f"precision {precision!r} is not supported yet; supported: {', '.join(PRECISIONS)}")
-    return precision == "fp32"
+        raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
+    if precision in MIXED_PRECISIONS and gpu is not None and device_catalog(gpu)[0] is host_catalog():
+        raise ValueError(f"precision {precision!r} is predicted for GPUs only (the host CPU's predictors were "
+                         "measured in fp32); use fp32 or fp32_strict for the CPU")
 
 
 def _configs(kind, config):
@@ -70,25 +75,25 @@ def _configs(kind, config):
 def layer_time(kind, gpu="V100", optimizer="sgd", precision="fp32", bundle=None, **config):
     """Milliseconds of one layer's training step by part: `forward_ms`, `backward_ms`, `optimizer_ms`, each with
     its basis ("predicted" by a fitted predictor, composed of "kernels", a "roofline" bound, or "exact" zero)."""
-    tf32 = tf32_convolutions(precision)
+    check_precision(precision, gpu)
     native, catalog, name = resolve(gpu, bundle)
-    return native.estimate(kind, _configs(kind, config), catalog, name, optimizer, tf32)[0]
+    return native.estimate(kind, _configs(kind, config), catalog, name, optimizer, precision)[0]
 
 
 def predict_layer(kind, gpu="V100", mode="forward", optimizer="sgd", precision="fp32", bundle=None, **config):
     """Predicted milliseconds of one layer: `mode` "forward" or "train" (forward, backward, optimizer step), with
     the kinds and keys of prenet.layer_features; `gpu` a catalog name or "cpu". A bundle with a predictor of the
     whole step serves "train" directly; otherwise the parts of layer_time are summed. `precision`: "fp32"
-    (PyTorch's defaults) or "fp32_strict" (no TF32). Unknown kinds, keys, devices, modes, optimizers or
+    (PyTorch's defaults), "fp32_strict" (no TF32), "bf16" or "fp16" (the layer on 2-byte tensors, GPUs only). Unknown kinds, keys, devices, modes, optimizers or
     precisions raise ValueError."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    tf32 = tf32_convolutions(precision)
+    check_precision(precision, gpu)
     native, catalog, name = resolve(gpu, bundle)
     configs = _configs(kind, config)
     if mode == "train" and native.has(kind, "train"):
         return native.predict(kind, "train", configs, catalog, name, optimizer)[0]
-    times = native.estimate(kind, configs, catalog, name, optimizer, tf32)[0]
+    times = native.estimate(kind, configs, catalog, name, optimizer, precision)[0]
     if mode == "forward":
         return times["forward_ms"]
     return times["forward_ms"] + times["backward_ms"] + times["optimizer_ms"]

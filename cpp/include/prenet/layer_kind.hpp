@@ -23,6 +23,8 @@ struct ParameterSpec {
 
 class LayerKind;
 
+enum class TensorCores { none, matmul, convolution };
+
 // A kernel of some layer kind and configuration that stands for part of another layer's work, `count` times
 // (the backward pass as forward kernels of known shapes; a composite layer as its parts).
 struct KernelWork {
@@ -78,9 +80,9 @@ public:
     // The backward pass (input and weight gradients) as forward kernels of known shapes.
     // Empty function: the backward passes of forward_kernels.
     std::function<std::vector<KernelWork>(const LayerConfig&)> backward_kernels;
-    // Its kernels are cuDNN convolutions, which PyTorch runs on TF32 tensor cores in fp32 by default on GPUs that
-    // have them (torch.backends.cudnn.allow_tf32 = True; matmuls default to full fp32).
-    bool cudnn_convolution = false;
+    // Whether its kernels are matrix products that tensor cores run (see prenet/precision.hpp): cuDNN
+    // convolutions (TF32 by default in fp32) or matmuls (full fp32 by default); both in bf16 and fp16.
+    TensorCores tensor_cores = TensorCores::none;
 
     // Fills defaults, rejects unknown or missing keys and out-of-range values, then validates.
     LayerConfig configure(const std::map<std::string, std::int64_t>& given) const;

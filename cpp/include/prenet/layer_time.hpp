@@ -7,6 +7,7 @@
 
 #include "prenet/gpu_catalog.hpp"
 #include "prenet/layer_kind.hpp"
+#include "prenet/precision.hpp"
 #include "prenet/predictor_bundle.hpp"
 
 namespace prenet {
@@ -30,16 +31,14 @@ struct LayerTime {
 //             backward_bytes / forward_bytes.
 //  optimizer  the bundle's (kind, "optimizer") predictor; else, per parameter tensor, the optimizer's kernels as
 //             add-shaped kernels sharing its element passes (an add moves 3 elements per element).
-// Kernels of cudnn_convolution kinds on a GPU with a TF32 rate, when tf32_convolutions is set (PyTorch's fp32
-// default), keep the efficiency predicted for them in fp32 but on the TF32 roofline: their fp32 time times
-// tf32_convolution_factor (the predictors learned from fp32 CUDA-core kernels only).
-// Predictions are batched per (kind, mode). Throws std::invalid_argument for an unknown optimizer.
+// Every leaf kernel runs in `precision` (prenet/precision.hpp; the predictors learned from fp32 CUDA-core
+// kernels only): tensor-core kinds keep the efficiency predicted for fp32 on the precision's roofline (their fp32
+// time times tensor_core_factor), memory-bound kinds are timed as their narrowed configuration. The optimizer's
+// update runs in fp32 whatever the precision. Predictions are batched per (kind, mode). Throws
+// std::invalid_argument for an unknown optimizer or a precision the GPU lacks.
 std::vector<LayerTime> estimate_layer_times(const PredictorBundle& bundle, const std::vector<LayerConfig>& configs,
                                             const GpuSpec& gpu, const std::string& optimizer,
-                                            bool tf32_convolutions = true);
-// Roofline bound at the TF32 tensor-core rate over the bound at the fp32 rate, both with fp32 traffic
-// (Williams et al., 2009; rates from the catalog's datasheets); 1 on a GPU without TF32.
-double tf32_convolution_factor(const LayerCost& cost, const GpuSpec& gpu);
+                                            Precision precision = Precision::fp32);
 
 // The optimizer's update of parameter tensors of the given element counts, one time per tensor, composed by the
 // optimizer rule above.

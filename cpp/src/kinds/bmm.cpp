@@ -42,6 +42,7 @@ LayerKind make_bmm() {
     };
     kind.cost = bmm_cost;
     kind.backward_kernels = bmm_backward;
+    kind.tensor_cores = TensorCores::matmul;
     return kind;
 }
 

@@ -104,7 +104,7 @@ LayerKind make_conv2d() {
     kind.derived_values = conv2d_derived;
     kind.cost = conv2d_cost;
     kind.backward_kernels = conv2d_backward;
-    kind.cudnn_convolution = true;
+    kind.tensor_cores = TensorCores::convolution;
     return kind;
 }
 

@@ -59,6 +59,7 @@ LayerKind make_linear() {
     };
     kind.cost = linear_cost;
     kind.backward_kernels = linear_backward;
+    kind.tensor_cores = TensorCores::matmul;
     return kind;
 }
 

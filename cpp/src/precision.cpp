@@ -1,0 +1,87 @@
+#include "prenet/precision.hpp"
+
+#include <cmath>
+#include <set>
+#include <stdexcept>
+
+#include "prenet/features.hpp"
+
+namespace prenet {
+
+namespace {
+
+struct PrecisionName {
+    Precision precision;
+    const char* name;
+};
+
+constexpr PrecisionName kPrecisions[] = {
+    {Precision::fp32, "fp32"}, {Precision::fp32_strict, "fp32_strict"}, {Precision::bf16, "bf16"},
+    {Precision::fp16, "fp16"}};
+
+// Parameters that a memory-bound kind's traffic grows in proportion to, whatever the others are.
+const std::set<std::string> kTrafficSizes = {"batch", "seq_len", "channels", "features", "normalized_shape"};
+
+bool two_byte(Precision precision) { return precision == Precision::bf16 || precision == Precision::fp16; }
+
+}  // namespace
+
+Precision parse_precision(std::string_view name) {
+    std::string known;
+    for (const auto& p : kPrecisions) {
+        if (name == p.name) return p.precision;
+        known += known.empty() ? p.name : std::string(", ") + p.name;
+    }
+    throw std::invalid_argument("unknown precision '" + std::string(name) + "'; known: " + known);
+}
+
+const char* to_string(Precision precision) {
+    for (const auto& p : kPrecisions) {
+        if (p.precision == precision) return p.name;
+    }
+    return "unknown";
+}
+
+double element_bytes(Precision precision) { return two_byte(precision) ? 2.0 : kFp32Bytes; }
+
+double matrix_tflops(const LayerKind& kind, const GpuSpec& gpu, Precision precision) {
+    if (kind.tensor_cores == TensorCores::none || precision == Precision::fp32_strict) return gpu.fp32_tflops;
+    if (precision == Precision::fp32) {
+        const bool tf32 = kind.tensor_cores == TensorCores::convolution && gpu.tf32_tflops &&
+                          *gpu.tf32_tflops > gpu.fp32_tflops;
+        return tf32 ? *gpu.tf32_tflops : gpu.fp32_tflops;
+    }
+    const auto& rate = precision == Precision::bf16 ? gpu.bf16_tflops : gpu.fp16_tflops;
+    if (!rate) {
+        throw std::invalid_argument(gpu.name + " has no " + to_string(precision) +
+                                    " rate in the catalog (the GPU does not support it); use " +
+                                    (precision == Precision::bf16 && gpu.fp16_tflops ? "fp16 or fp32" : "fp32"));
+    }
+    return *rate;
+}
+
+double tensor_core_factor(const LayerConfig& config, const GpuSpec& gpu, Precision precision) {
+    const LayerKind& kind = config.kind();
+    if (kind.tensor_cores == TensorCores::none) return 1.0;
+    const double tflops = matrix_tflops(kind, gpu, precision);
+    const LayerCost fp32 = kind.cost(config, kFp32Bytes);
+    const double fp32_bound = roofline_ms(fp32.forward_flops, fp32.forward_bytes, gpu);
+    if (fp32_bound <= 0) return 1.0;
+    const LayerCost narrow = kind.cost(config, element_bytes(precision));
+    return roofline_ms(narrow.forward_flops, narrow.forward_bytes, tflops, gpu.memory_bandwidth_gbs) / fp32_bound;
+}
+
+LayerConfig narrowed(const LayerConfig& config, Precision precision) {
+    const LayerKind& kind = config.kind();
+    if (!two_byte(precision) || kind.tensor_cores != TensorCores::none) return config;
+    std::vector<std::int64_t> values = config.values();
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        if (kTrafficSizes.count(kind.parameters[i].name) && values[i] >= 2) {
+            values[i] = static_cast<std::int64_t>(std::ceil(values[i] * element_bytes(precision) / kFp32Bytes));
+            break;
+        }
+    }
+    return LayerConfig(kind, std::move(values));
+}
+
+}  // namespace prenet

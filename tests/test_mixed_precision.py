@@ -1,0 +1,132 @@
+"""bf16/fp16 autocast: the trace replays CUDA autocast's casts, and the costing uses 2-byte tensors and the
+catalog's tensor-core rates."""
+import pytest
+import torch
+import torch.nn as nn
+
+import prenet
+from prenet import op_costs, op_trace, reference_models
+from prenet.op_trace import Op
+
+
+class Block(nn.Module):
+    """A linear layer, LayerNorm, softmax and a residual add: one op of each autocast list."""
+
+    def __init__(self, dim=32):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+        self.norm = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        h = self.proj(x)
+        y = self.norm(h + x)
+        return self.head(torch.softmax(y, dim=-1) + self.head(y)).sum(dim=-1)
+
+
+def _ops(model, autocast):
+    return op_trace.trace_once(model, torch.randn(4, 8, 32), autocast=autocast)
+
+
+def _named(ops, name, phase="forward"):
+    return [op for op in ops if op.name.split(".")[0] == name and op.phase == phase]
+
+
+def test_the_trace_replays_cuda_autocast_casts():
+    model = Block()
+    plain, mixed = _ops(model, False), _ops(model, True)
+    assert all(op.dtype == "float32" for op in plain if op.input_dtypes)
+    assert not _named(plain, "_to_copy")
+    # Matrix products run in bf16 (autocast's lower-precision list), LayerNorm in fp32, softmax returns fp32.
+    assert {op.dtype for op in _named(mixed, "addmm")} == {"bfloat16"}
+    assert {op.dtype for op in _named(mixed, "native_layer_norm")} == {"float32"}
+    assert {op.output_dtypes[0] for op in _named(mixed, "_softmax")} == {"float32"}
+    # A parameter is cast once per step even when used twice (head), as autocast's cache does: 4 parameter casts
+    # (proj and head, weight and bias) plus the input of each of the three products.
+    casts = _named(mixed, "_to_copy")
+    assert sum(1 for op in casts if op.inputs[0] in [(32, 32), (32,)]) == 4
+    assert len(casts) == 4 + 3
+    # The backward pass runs in the dtypes the forward left: bf16 products, and the gradients cast back to fp32.
+    assert {op.dtype for op in _named(mixed, "mm", "backward")} == {"bfloat16"}
+    assert any(op.input_dtypes == ["bfloat16"] and op.output_dtypes == ["float32"]
+               for op in _named(mixed, "_to_copy", "backward"))
+    # The model is left as it was: fp32 parameters and gradients.
+    assert all(p.dtype == torch.float32 and p.grad is None for p in model.parameters())
+
+
+def test_traffic_counts_bytes_at_each_tensors_element_size():
+    cast = Op("forward", "_to_copy.default", [(1000,)], [(1000,)], ["<tensor>"], "", "float32",
+              ["float32"], ["bfloat16"])
+    assert op_costs.moved_bytes(cast) == 1000 * 4 + 1000 * 2
+    assert op_costs.work_of(cast).config["features"] == 500  # 1500 fp32 elements' traffic / 3 per add element
+    narrow = Op("forward", "relu.default", [(1000,)], [(1000,)], ["<tensor>"], "", "bfloat16",
+                ["bfloat16"], ["bfloat16"])
+    wide = Op("forward", "relu.default", [(1000,)], [(1000,)], ["<tensor>"], "", "float32")
+    assert op_costs.work_of(narrow).narrow and not op_costs.work_of(wide).narrow
+    mixed = Op("forward", "add.Tensor", [(1000,), (1000,)], [(1000,)], ["<tensor>", "<tensor>"], "", "bfloat16",
+               ["bfloat16", "float32"], ["float32"])
+    assert not op_costs.runs_narrow(mixed)  # mostly 4-byte tensors
+
+
+def test_mixed_precision_is_faster_where_tensor_cores_are_and_keeps_the_update_in_fp32():
+    model = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 1024))
+    run = dict(batch=256, input_shape=(1024,), optimizer="adam")
+    fp32 = prenet.predict(model, gpu="A100", **run)
+    bf16 = prenet.predict(model, gpu="A100", precision="bf16", **run)
+    fp16_v100 = prenet.predict(model, gpu="V100", precision="fp16", **run)
+    fp32_v100 = prenet.predict(model, gpu="V100", **run)
+    def products_ms(estimate):
+        return estimate.ops.loc[estimate.ops["kind"] == "linear", "ms"].sum()
+
+    assert products_ms(bf16) < 0.5 * products_ms(fp32)
+    assert products_ms(fp16_v100) < 0.5 * products_ms(fp32_v100)
+    assert bf16.device_ms < fp32.device_ms
+    assert bf16.optimizer_ms == pytest.approx(fp32.optimizer_ms)
+    assert bf16.precision == "bf16" and "bf16" in repr(bf16)
+    linear = dict(batch=64, seq_len=128, in_features=1024, out_features=1024)
+    assert prenet.predict_layer("linear", gpu="H100", precision="bf16", **linear) < 0.3 * prenet.predict_layer(
+        "linear", gpu="H100", **linear)
+    relu = dict(batch=64, seq_len=128, features=4096)
+    assert prenet.predict_layer("relu", gpu="H100", precision="fp16", **relu) < prenet.predict_layer(
+        "relu", gpu="H100", **relu)
+
+
+def test_compare_all_in_bf16_leaves_out_gpus_without_it_and_says_so():
+    table = prenet.compare(nn.Linear(64, 64), batch=8, input_shape=(64,), precision="bf16")
+    unsupported = table.attrs["unsupported"]
+    assert "Tesla V100-PCIE-16GB" in unsupported and "no bf16 rate" in unsupported["Tesla V100-PCIE-16GB"]
+    assert "NVIDIA H100 80GB HBM3" in set(table["gpu"]) and not set(table["gpu"]) & set(unsupported)
+    with pytest.raises(ValueError, match="no bf16 rate"):
+        prenet.compare(nn.Linear(64, 64), batch=8, input_shape=(64,), precision="bf16", gpus=["V100", "H100"])
+
+
+@pytest.mark.parametrize("factory, parameters", [
+    # transformers.BertForSequenceClassification(BertConfig(num_labels=2)), GPT2LMHeadModel(GPT2Config()):
+    # the parameter counts of ../shared/data/h100_validation/epochs.jsonl
+    (reference_models.bert_base, 109_483_778),
+    (reference_models.gpt2_small, 124_439_808),
+])
+def test_reference_models_have_the_libraries_parameter_counts(factory, parameters):
+    assert sum(p.numel() for p in factory().parameters()) == parameters
+
+
+def test_reference_models_train_and_return_their_loss():
+    torch.manual_seed(0)
+    small = dict(hidden=32, layers=2, heads=4)
+    bert = reference_models.BertForSequenceClassification(**small, intermediate=64)
+    ids = torch.randint(30522, (3, 10))
+    out = bert(ids, labels=torch.tensor([0, 1, 1]))
+    assert out["logits"].shape == (3, 2)
+    assert out["loss"].item() == pytest.approx(
+        nn.functional.cross_entropy(out["logits"], torch.tensor([0, 1, 1])).item())
+    gpt = reference_models.GPT2LMHeadModel(**small)
+    out = gpt(ids, labels=ids)
+    assert out["logits"].shape == (3, 10, 50257)
+    expected = nn.functional.cross_entropy(out["logits"][:, :-1].reshape(-1, 50257), ids[:, 1:].reshape(-1))
+    assert out["loss"].item() == pytest.approx(expected.item(), rel=1e-5)
+    assert gpt.lm_head.weight is gpt.wte.weight
+    # Causal: the logits at position t do not depend on tokens after t.
+    gpt.eval()
+    changed = ids.clone()
+    changed[:, 5:] = 7
+    assert torch.allclose(gpt(ids)["logits"][:, :5], gpt(changed)["logits"][:, :5], atol=1e-5)

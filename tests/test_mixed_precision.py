@@ -130,3 +130,18 @@ def test_reference_models_train_and_return_their_loss():
     changed = ids.clone()
     changed[:, 5:] = 7
     assert torch.allclose(gpt(ids)["logits"][:, :5], gpt(changed)["logits"][:, :5], atol=1e-5)
+
+
+def test_command_line_predicts_a_reference_model_in_bf16(run_prenet):
+    import json
+
+    done = run_prenet("predict", "prenet:bert_base", "--gpu", "H100", "--batch", "8", "--input-shape", "32",
+                      "--dataset-size", "16", "--optimizer", "adam", "--precision", "bf16", "--json")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["precision"] == "bf16" and result["iterations"] == 2 and result["epoch_seconds"] > 0
+    bad = run_prenet("predict", "prenet:bert_base", "--gpu", "V100", "--batch", "8", "--input-shape", "32",
+                     "--precision", "bf16")
+    assert bad.returncode == 2 and "no bf16 rate" in bad.stderr and "use fp16 or fp32" in bad.stderr
+    unknown = run_prenet("predict", "prenet:t5", "--gpu", "H100")
+    assert unknown.returncode == 2 and "prenet has no reference model 't5'; available: bert_base, gpt2" in unknown.stderr

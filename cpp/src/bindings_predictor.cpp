@@ -48,10 +48,11 @@ void bind_predictor(py::module_& m) {
         .def("estimate",
              [](const prenet::PredictorBundle& b, const std::string& kind,
                 const std::vector<std::map<std::string, std::int64_t>>& configs, const prenet::GpuCatalog& catalog,
-                const std::string& gpu, const std::string& optimizer, const std::string& precision) {
+                const std::string& gpu, const std::string& optimizer, const std::string& precision, double issue_gap_ms) {
                  std::vector<py::dict> rows;
                  for (const auto& t : prenet::estimate_layer_times(b, configure_all(kind, configs), catalog.find(gpu),
-                                                                   optimizer, prenet::parse_precision(precision))) {
+                                                                   optimizer, prenet::parse_precision(precision),
+                                                                   issue_gap_ms)) {
                      py::dict row;
                      row["forward_ms"] = t.forward_ms;
                      row["backward_ms"] = t.backward_ms;
@@ -64,19 +65,22 @@ void bind_predictor(py::module_& m) {
                  return rows;
              },
              py::arg("kind"), py::arg("configs"), py::arg("catalog"), py::arg("gpu"), py::arg("optimizer") = "sgd",
-             py::arg("precision") = "fp32",
+             py::arg("precision") = "fp32", py::arg("issue_gap_ms") = 0.0,
              "Forward, backward and optimizer milliseconds per configuration, with how each was obtained "
              "(predicted, kernels, roofline); precision: fp32 (PyTorch's defaults: cuDNN convolutions on TF32 "
-             "tensor cores where the GPU has them), fp32_strict, bf16 or fp16 (kernels on 2-byte tensors)")
+             "tensor cores where the GPU has them), fp32_strict, bf16 or fp16 (kernels on 2-byte tensors); "
+             "issue_gap_ms: host time in every learned latency, taken off each kernel (device time only)")
         .def("update_ms",
              [](const prenet::PredictorBundle& b, const std::vector<double>& elements, const prenet::GpuCatalog& catalog,
-                const std::string& gpu, const std::string& optimizer) {
+                const std::string& gpu, const std::string& optimizer, double issue_gap_ms) {
                  std::vector<double> ms;
-                 for (const auto& t : prenet::estimate_update_times(b, elements, catalog.find(gpu), optimizer)) {
+                 for (const auto& t : prenet::estimate_update_times(b, elements, catalog.find(gpu), optimizer,
+                                                                    issue_gap_ms)) {
                      ms.push_back(t.optimizer_ms);
                  }
                  return ms;
              },
              py::arg("elements"), py::arg("catalog"), py::arg("gpu"), py::arg("optimizer") = "sgd",
+             py::arg("issue_gap_ms") = 0.0,
              "Milliseconds of the optimizer's update of each parameter tensor (element counts)");
 }

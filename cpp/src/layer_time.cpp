@@ -41,8 +41,9 @@ constexpr int kMaxDepth = 8;
 class Planner {
 public:
     Planner(const PredictorBundle& bundle, const GpuSpec& gpu, const std::string& optimizer,
-            std::vector<LayerTime>& out, Precision precision = Precision::fp32)
-        : bundle_(bundle), gpu_(gpu), optimizer_(optimizer), out_(out), precision_(precision) {}
+            std::vector<LayerTime>& out, Precision precision = Precision::fp32, double issue_gap_ms = 0)
+        : bundle_(bundle), gpu_(gpu), optimizer_(optimizer), out_(out), precision_(precision),
+          issue_gap_ms_(issue_gap_ms) {}
 
     // A composite kind without a predictor of its own runs its forward_kernels; any other is a leaf, timed in the
     // step's precision: a memory-bound kind as its narrowed configuration, a tensor-core kind on its roofline's
@@ -91,7 +92,8 @@ public:
             const auto ms = bundle_.predict_ms(key.first, key.second, batch.first, gpu_, optimizer_);
             for (std::size_t i = 0; i < ms.size(); ++i) {
                 const Destination& d = batch.second[i];
-                add(d, TimeBasis::predicted, ms[i]);
+                const double device_ms = std::max(ms[i] - issue_gap_ms_, floor_ms(batch.first[i]));
+                add(d, TimeBasis::predicted, std::min(ms[i], device_ms));
             }
         }
         batches_.clear();
@@ -107,6 +109,12 @@ private:
             return;
         }
         leaf(c, "forward", d, precision);
+    }
+
+    // The least a kernel can take on the device: its roofline bound (Williams et al., 2009).
+    double floor_ms(const LayerConfig& c) const {
+        const LayerCost cost = c.kind().cost(c, kFp32Bytes);
+        return roofline_ms(cost.forward_flops, cost.forward_bytes, gpu_);
     }
 
     // A leaf kernel: predicted where the bundle has the mode, else its roofline bound.
@@ -145,6 +153,7 @@ private:
     const std::string& optimizer_;
     std::vector<LayerTime>& out_;
     Precision precision_;
+    double issue_gap_ms_;
     std::map<std::pair<std::string, std::string>, std::pair<std::vector<LayerConfig>, std::vector<Destination>>> batches_;
 };
 
@@ -152,10 +161,10 @@ private:
 
 std::vector<LayerTime> estimate_layer_times(const PredictorBundle& bundle, const std::vector<LayerConfig>& configs,
                                             const GpuSpec& gpu, const std::string& optimizer,
-                                            Precision precision) {
+                                            Precision precision, double issue_gap_ms) {
     find_optimizer(optimizer);  // an unknown name fails before any work
     std::vector<LayerTime> out(configs.size());
-    Planner planner(bundle, gpu, optimizer, out, precision);
+    Planner planner(bundle, gpu, optimizer, out, precision, issue_gap_ms);
     for (std::size_t row = 0; row < configs.size(); ++row) {
         planner.forward(configs[row], {row, kForward, 1.0, TimeBasis::predicted});
         planner.backward(configs[row], {row, kBackward, 1.0, TimeBasis::predicted});
@@ -166,10 +175,10 @@ std::vector<LayerTime> estimate_layer_times(const PredictorBundle& bundle, const
 }
 
 std::vector<LayerTime> estimate_update_times(const PredictorBundle& bundle, const std::vector<double>& tensor_elements,
-                                             const GpuSpec& gpu, const std::string& optimizer) {
+                                             const GpuSpec& gpu, const std::string& optimizer, double issue_gap_ms) {
     find_optimizer(optimizer);
     std::vector<LayerTime> out(tensor_elements.size());
-    Planner planner(bundle, gpu, optimizer, out);
+    Planner planner(bundle, gpu, optimizer, out, Precision::fp32, issue_gap_ms);
     for (std::size_t row = 0; row < tensor_elements.size(); ++row) {
         if (tensor_elements[row] > 0) planner.update(tensor_elements[row], {row, kOptimizer, 1.0, TimeBasis::predicted});
     }

@@ -112,6 +112,24 @@ TEST_F(EstimatorTest, PredictedForwardComposedBackwardAndRooflineOptimizer) {
     EXPECT_THROW(prenet::estimate_layer_times(bundle, {c}, gpu_, "lion"), std::invalid_argument);
 }
 
+TEST_F(EstimatorTest, TheIssueGapLeavesEachPredictedKernelsDeviceTimeNotBelowItsRoofline) {
+    const auto bundle = prenet::PredictorBundle::load(folder_.string());
+    const auto c = find_layer_kind("linear").configure(
+        {{"batch", 256}, {"in_features", 512}, {"out_features", 512}, {"bias", 0}});
+    const auto cost = c.kind().cost(c, 4);
+    const double predicted = 1e-9 * cost.forward_flops;
+    const double roofline = prenet::roofline_ms(cost.forward_flops, cost.forward_bytes, gpu_);
+    ASSERT_LT(roofline, predicted - 0.05);
+    const auto as_measured = prenet::estimate_layer_times(bundle, {c}, gpu_, "sgd").front();
+    const auto small_gap = prenet::estimate_layer_times(bundle, {c}, gpu_, "sgd", prenet::Precision::fp32, 0.05).front();
+    const auto large_gap = prenet::estimate_layer_times(bundle, {c}, gpu_, "sgd", prenet::Precision::fp32, 1.0).front();
+    EXPECT_NEAR(as_measured.forward_ms, predicted, 1e-12);
+    EXPECT_NEAR(small_gap.forward_ms, predicted - 0.05, 1e-12);
+    EXPECT_NEAR(large_gap.forward_ms, roofline, 1e-12);
+    // The backward's two products are two kernels: the gap comes off each.
+    EXPECT_NEAR(small_gap.backward_ms, as_measured.backward_ms - 2 * 0.05, 1e-12);
+}
+
 TEST_F(EstimatorTest, CompositeKindsUseTheirKernelsAndParameterFreeKindsHaveNoUpdate) {
     const auto bundle = prenet::PredictorBundle::load(folder_.string());
     const auto attention = find_layer_kind("multihead_attention").configure(

@@ -22,9 +22,8 @@ def _features(args):
     from .model_features import model_features
     from .models import build_model
 
-    model, default_shape = build_model(args.model)
-    shape = args.input_shape or default_shape
-    table = model_features(model, batch=args.batch, gpu=args.gpu, input_shape=shape)
+    model, inputs = build_model(args.model, args.input_shape)
+    table = model_features(model, batch=args.batch, gpu=args.gpu, **inputs)
     if args.csv:
         table.to_csv(args.csv, index=False)
     covered = table[table["kind"].notna()]
@@ -43,9 +42,9 @@ def _predict(args):
     from .estimate import predict
     from .models import build_model
 
-    model, default_shape = build_model(args.model)
-    estimate = predict(model, batch=args.batch, gpu=args.gpu, input_shape=args.input_shape or default_shape,
-                       dataset_size=args.dataset_size, optimizer=args.optimizer, precision=args.precision)
+    model, inputs = build_model(args.model, args.input_shape)
+    estimate = predict(model, batch=args.batch, gpu=args.gpu, dataset_size=args.dataset_size,
+                       optimizer=args.optimizer, precision=args.precision, **inputs)
     if args.json:
         print(json.dumps({"model": args.model, "gpu": estimate.gpu, "batch": estimate.batch,
                           "dataset_size": estimate.dataset_size, "optimizer": estimate.optimizer,
@@ -65,10 +64,9 @@ def _measure(args):
     from .measure import measure
     from .models import build_model
 
-    model, default_shape = build_model(args.model)
-    result = measure(model, batch=args.batch, input_shape=args.input_shape or default_shape,
-                     dataset_size=args.dataset_size, optimizer=args.optimizer, precision=args.precision,
-                     device=args.device, repeats=args.repeats)
+    model, inputs = build_model(args.model, args.input_shape)
+    result = measure(model, batch=args.batch, dataset_size=args.dataset_size, optimizer=args.optimizer,
+                     precision=args.precision, device=args.device, repeats=args.repeats, **inputs)
     if args.json:
         print(json.dumps({"model": args.model, "device": result.device, "batch": result.batch,
                           "dataset_size": result.dataset_size, "optimizer": result.optimizer,
@@ -92,11 +90,10 @@ def _compare(args):
     from .compare import compare
     from .models import build_model
 
-    model, default_shape = build_model(args.model)
+    model, inputs = build_model(args.model, args.input_shape)
     gpus = "all" if args.gpus == "all" else [name.strip() for name in args.gpus.split(",") if name.strip()]
     table = compare(model, batch=args.batch, gpus=gpus, price_per_hour=dict(args.price or []),
-                    input_shape=args.input_shape or default_shape, dataset_size=args.dataset_size,
-                    optimizer=args.optimizer, precision=args.precision)
+                    dataset_size=args.dataset_size, optimizer=args.optimizer, precision=args.precision, **inputs)
     if args.plot:
         table.plot().figure.savefig(args.plot, dpi=120, bbox_inches="tight")
     if args.json:
@@ -148,9 +145,10 @@ def _pandas_display():
 
 def _training_run_arguments(command):
     """The arguments `predict`, `measure` and `compare` share: what is trained, on what input, how."""
-    command.add_argument("model", help="torchvision:NAME or package.module:factory")
+    command.add_argument("model", help="torchvision:NAME, prenet:bert_base, prenet:gpt2 or package.module:factory")
     command.add_argument("--batch", type=int, default=32)
-    command.add_argument("--input-shape", type=_shape, help="input shape without the batch, e.g. 3,224,224")
+    command.add_argument("--input-shape", type=_shape, help="input shape without the batch, e.g. 3,224,224 (the "
+                         "sequence length for prenet:bert_base and prenet:gpt2)")
     command.add_argument("--dataset-size", type=int, default=1024, help="samples per epoch (default 1024)")
     command.add_argument("--optimizer", default="sgd",
                          help="sgd (momentum 0.9), sgd_plain, adam, adamw, rmsprop, adagrad")

@@ -4,13 +4,14 @@ machine's CPU, before paying for either.
 One training step is recorded operator by operator (prenet.op_trace), each operator is costed on the device by the
 layer predictors (prenet.op_costs, the native estimator), the optimizer's update per parameter tensor, and the
 host's work (dispatch, kernel launches, autograd, the optimizer's loop) from costs measured on this machine
-(prenet.host_cost). On a GPU the host enqueues work ahead of the device, so a step takes the larger of the two;
-on the CPU they add up. An epoch is ceil(dataset_size / batch) steps, the last one at the remaining batch.
+(prenet.host_cost) and the launch gap of GPU hosts (prenet.launch_gap). On a GPU the host issues kernels ahead of
+the device and the two meet in the launch queue (prenet.launch_queue), op by op over the whole epoch; on the CPU
+they add up. An epoch is ceil(dataset_size / batch) steps, the last one at the remaining batch.
 """
 import math
 from dataclasses import dataclass, field
 
-from . import host_cost, op_costs, op_trace, uncertainty
+from . import host_cost, launch_gap, launch_queue, op_costs, op_trace, uncertainty
 from ._native import core
 from .catalog import host_catalog
 from .predictors import MIXED_PRECISIONS, PACKAGED_UNSEEN_BUNDLE, check_precision, gpu_bundle_folder, resolve
@@ -122,8 +123,8 @@ def _op_precision(work, precision):
     return "fp32_strict" if precision == "fp32_strict" else "fp32"
 
 
-def _device_times(ops, native, catalog, device, optimizer, precision):
-    """Per op: (Work or None, milliseconds, basis)."""
+def _device_times(ops, native, catalog, device, optimizer, precision, gap_ms=0.0):
+    """Per op: (Work or None, device milliseconds, basis); `gap_ms`: the launch gap in the learned latencies."""
     works = [op_costs.work_of(op) for op in ops]
     groups = {}
     for index, work in enumerate(works):
@@ -133,17 +134,18 @@ def _device_times(ops, native, catalog, device, optimizer, precision):
     for (kind, part, kernel_precision), indices in groups.items():
         configs = [works[i].config for i in indices]
         try:
-            times = native.estimate(kind, configs, catalog, device, optimizer, kernel_precision)
+            times = native.estimate(kind, configs, catalog, device, optimizer, kernel_precision, gap_ms)
         except ValueError as error:  # a configuration outside its kind's range: cost that op by its traffic
             if "rate in the catalog" in str(error):
                 raise
             times = []
             for i in indices:
                 try:
-                    times += native.estimate(kind, [works[i].config], catalog, device, optimizer, kernel_precision)
+                    times += native.estimate(kind, [works[i].config], catalog, device, optimizer, kernel_precision,
+                                             gap_ms)
                 except ValueError:
                     works[i] = op_costs.traffic(op_costs.moved_bytes(ops[i]) / op_costs.FP32_BYTES)
-                    times += native.estimate("add", [works[i].config], catalog, device, optimizer, "fp32")
+                    times += native.estimate("add", [works[i].config], catalog, device, optimizer, "fp32", gap_ms)
         for i, t in zip(indices, times):
             ms[i] = works[i].count * t[f"{part}_ms"]
             basis[i] = works[i].how if works[i].how == "traffic" else t[f"{part}_basis"]
@@ -179,37 +181,72 @@ def _owners(ops, works):
     return owners
 
 
-def _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs):
-    """(step ms, device ms, host ms, optimizer ms, per-op rows)."""
-    works, ms, basis = _device_times(ops, native, catalog, device, OPTIMIZERS[optimizer], precision)
+@dataclass
+class _StepCost:
+    """One step's costs, op by op in issue order (the optimizer's update last): host and device milliseconds and
+    each op's kind (for the interval's factors); `rows`: the per-op rows of Estimate.ops."""
+    host: object
+    device: object
+    kinds: list
+    update_ms: float
+    rows: list
+
+    @property
+    def device_ms(self):
+        return float(self.device.sum())
+
+    @property
+    def host_ms(self):
+        return float(self.host.sum())
+
+
+def _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs, gap_us):
+    """The _StepCost of one training step. On a GPU each op's host cost is its dispatch (measured here), a kernel
+    issue where it launches one (the launch gap of prenet.launch_gap, which includes dispatch), and an autograd
+    node in the backward pass; module calls are spread over the forward ops."""
+    import numpy as np
+
+    gap_ms = 1e-3 * gap_us if on_gpu else 0.0
+    works, ms, basis = _device_times(ops, native, catalog, device, OPTIMIZERS[optimizer], precision, gap_ms)
     parameters = [p.numel() for p in model.parameters() if p.requires_grad]
     # PyTorch's optimizers default to their multi-tensor (foreach) path when every parameter is on a CUDA device:
     # each of the update's kernels then covers all tensors at once; on the CPU they loop over tensors.
     groups = [float(sum(parameters))] if on_gpu and parameters else [float(n) for n in parameters]
-    update_ms = sum(native.update_ms(groups, catalog, device, OPTIMIZERS[optimizer]))
-    device_ms = sum(ms) + update_ms
-    kernels = sum(1 for w in works if w is not None)
+    update_ms = sum(native.update_ms(groups, catalog, device, OPTIMIZERS[optimizer], gap_ms))
     per_tensor = costs["optimizer_tensor_us"]["adam" if optimizer.startswith("adam") else "sgd_momentum"]
     modules = len(list(model.modules()))  # each called once per step
-    host_us = (len(ops) * costs["op_us"] + modules * costs["module_call_us"] +
-               sum(1 for op in ops if op.phase == "backward") * costs["autograd_node_us"] +
-               len(parameters) * per_tensor)
+    forward_ops = max(1, sum(1 for op in ops if op.phase == "forward"))
     if on_gpu:
+        launch_us = max(0.0, gap_us - costs["op_us"])  # the gap's share beyond the dispatch counted per op
+        host_us = [costs["op_us"] + (launch_us if w is not None else 0.0) +
+                   (costs["autograd_node_us"] if op.phase == "backward" else modules * costs["module_call_us"] /
+                    forward_ops) for op, w in zip(ops, works)]
         # A multi-tensor update launches its kernels once per group of tensors (PyTorch's MultiTensorApply takes
         # 36 to 110 tensors per launch depending on how many lists it updates: 36 taken).
         spec = next(o for o in core().optimizers() if o["name"] == OPTIMIZERS[optimizer])
-        launches = kernels + spec["kernels_per_tensor"] * math.ceil(len(parameters) / 36)
-        host_us += launches * costs["cuda_launch_us"]
-        step_ms = max(device_ms, 1e-3 * host_us)
+        update_host_us = (len(parameters) * per_tensor +
+                          spec["kernels_per_tensor"] * math.ceil(len(parameters) / 36) * gap_us)
     else:  # the CPU predictors' times already include each operator's dispatch
-        host_us = modules * costs["module_call_us"] + len(parameters) * per_tensor
-        step_ms = device_ms + 1e-3 * host_us
+        host_us = [0.0] * len(ops)
+        update_host_us = modules * costs["module_call_us"] + len(parameters) * per_tensor
     owners = _owners(ops, works)
     rows = [{"module": owner, "phase": op.phase, "op": op.name, "kind": w.kind if w else None,
-             "how": b, "inputs": op.inputs, "outputs": op.outputs, "ms": t,
+             "how": b, "inputs": op.inputs, "outputs": op.outputs, "ms": t, "host_ms": 1e-3 * h,
              "config": w.config if w else None, "count": w.count if w else 0}
-            for op, w, t, b, owner in zip(ops, works, ms, basis, owners)]
-    return step_ms, device_ms, 1e-3 * host_us, update_ms, rows
+            for op, w, t, b, owner, h in zip(ops, works, ms, basis, owners, host_us)]
+    return _StepCost(host=1e-3 * np.array(host_us + [update_host_us]), device=np.array(ms + [update_ms]),
+                     kinds=[w.kind if w else None for w in works] + ["add"], update_ms=update_ms, rows=rows)
+
+
+def _epoch_ms(steps, on_gpu, scale=None):
+    """Milliseconds of the steps run in order: on a GPU through the launch queue (prenet.launch_queue), on the CPU
+    one after another. `scale(step)`: per-op factors on device times (the interval's bounds)."""
+    def device(step):
+        return step.device if scale is None else step.device * scale(step)
+
+    if on_gpu:
+        return launch_queue.epoch_ms((step.host, device(step)) for step in steps)
+    return sum(step.host_ms + float(device(step).sum()) for step in steps)
 
 
 def _layers_table(rows, catalog, device, step_ms):
@@ -280,12 +317,17 @@ def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", pr
     native, catalog, device = resolve(gpu, bundle)
     on_gpu = catalog is not host_catalog()
     costs = host_cost.load()
+    gap_us = launch_gap.gap_us(device) if on_gpu else 0.0
     ops_by_size, sizes = traced
-    steps = {size: _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs)
+    steps = {size: _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs, gap_us)
              for size, ops in ops_by_size.items()}
-    step_ms, device_ms, host_ms, update_ms, rows = steps[batch] if batch in steps else steps[sizes[0]]
-    layers, ops = _layers_table(rows, catalog, device, step_ms)
-    epoch_ms = sum(steps[size][0] for size in sizes)
+    epoch = [steps[size] for size in sizes]
+    # A step: the steady state of the epoch's full-size steps (the last, partial one counts in the epoch only).
+    full = [step for size, step in zip(sizes, epoch) if size == sizes[0]]
+    step = epoch[0]
+    step_ms = _epoch_ms(full, on_gpu) / len(full)
+    layers, ops = _layers_table(step.rows, catalog, device, step_ms)
+    epoch_ms = _epoch_ms(epoch, on_gpu)
     interval = reach = None
     if on_gpu:
         folder = gpu_bundle_folder(bundle, device)
@@ -293,16 +335,9 @@ def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", pr
         # the seen-GPU bundle has no leave-one-device-out errors of its own: the unseen one's are stated (wider)
         factors = uncertainty.interval_factors(folder) or uncertainty.interval_factors(PACKAGED_UNSEEN_BUNDLE)
         if factors:
-            interval = tuple(1e-3 * sum(_step_bound(steps[size], factors, side) for size in sizes) for side in (0, 1))
+            interval = tuple(1e-3 * _epoch_ms(epoch, on_gpu, lambda s: uncertainty.kind_factors(s.kinds, factors, side))
+                             for side in (0, 1))
     return Estimate(gpu=device, batch=batch, dataset_size=dataset_size, optimizer=optimizer, precision=precision,
                     step_seconds=1e-3 * step_ms, epoch_seconds=1e-3 * epoch_ms, iterations=len(sizes),
-                    device_ms=device_ms, host_ms=host_ms, optimizer_ms=update_ms, layers=layers, ops=ops,
-                    interval_seconds=interval, extrapolation=reach)
-
-
-def _step_bound(step, factors, side):
-    """Low (side 0) or high (1) end of a GPU step's 80% interval: device ops and the update (add-shaped kernels)
-    scaled by their kinds' factors, then the larger of device and host as for the step itself."""
-    _, _, host_ms, update_ms, rows = step
-    device = uncertainty.device_interval(rows, factors)[side] + update_ms * factors.get("add", factors["*"])[side]
-    return max(device, host_ms)
+                    device_ms=step.device_ms, host_ms=step.host_ms, optimizer_ms=step.update_ms, layers=layers,
+                    ops=ops, interval_seconds=interval, extrapolation=reach)

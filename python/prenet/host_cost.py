@@ -1,10 +1,10 @@
 """Host-side cost of a training step: what the CPU spends per operator, per module call, per autograd node and
 per optimizer tensor before any device work, measured on this machine with tensors of one element (so the
-kernels themselves cost next to nothing), plus the launch of each device kernel.
+kernels themselves cost next to nothing). Issuing a kernel on a GPU costs more than dispatching an operator here:
+that cost comes from GPU hosts' measurements (prenet.launch_gap), not from this machine.
 
 `python -m prenet.host_cost` measures and writes data/host_costs.json (packaged with prenet); prediction reads
-the packaged file. On a GPU the host enqueues kernels asynchronously, so a step takes about the larger of host
-and device time; on the CPU the two add up.
+the packaged file.
 """
 import json
 import platform
@@ -12,9 +12,6 @@ import time
 from pathlib import Path
 
 PACKAGED_COSTS = Path(__file__).resolve().parent / "data" / "host_costs.json"
-# Host-side cost of one cudaLaunchKernel; not measurable here (no GPU). 4 us is the middle of the 2-5 us that
-# published microbenchmarks of CUDA launch overhead report for current drivers.
-CUDA_LAUNCH_US = 4.0
 
 
 def _per_call_us(step, calls, repeats=15):
@@ -84,7 +81,6 @@ def measure():
         "module_call_us": _per_call_us(modules, n) - loop_us,
         "autograd_node_us": _per_call_us(backward, chain) - _per_call_us(forward_chain, chain),
         "optimizer_tensor_us": per_tensor,
-        "cuda_launch_us": CUDA_LAUNCH_US,
         "environment": {"host_cpu": _cpu_model(), "torch": torch.__version__,
                         "python": platform.python_version(), "threads": 1, "date": time.strftime("%Y-%m-%d")},
     }

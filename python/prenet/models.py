@@ -1,15 +1,40 @@
-"""Models named on the command line: "torchvision:resnet50" or "package.module:factory"."""
+"""Models named on the command line: "torchvision:resnet50", "prenet:bert_base" / "prenet:gpt2" (the
+plain-PyTorch reference models, fed token ids) or "package.module:factory"."""
 import importlib
 
 # Input shape (without batch) that torchvision's classification models expect.
 TORCHVISION_INPUT_SHAPE = (3, 224, 224)
+# prenet:NAME -> (factory name in prenet.reference_models, vocabulary, default sequence length, labels:
+# "class" for one class per sequence, "tokens" for the next-token targets of a language model).
+REFERENCE_MODELS = {"bert_base": ("bert_base", 30522, 128, "class"), "gpt2": ("gpt2_small", 50257, 256, "tokens")}
 
 
-def build_model(spec):
-    """Returns (model, default_input_shape or None) for a spec such as "torchvision:vgg16"."""
+def _reference(name, input_shape):
+    import torch
+
+    from . import reference_models
+
+    if name not in REFERENCE_MODELS:
+        raise ValueError(f"prenet has no reference model '{name}'; available: {', '.join(REFERENCE_MODELS)}")
+    factory, vocabulary, seq_len, labels = REFERENCE_MODELS[name]
+    if input_shape is not None:
+        if len(input_shape) != 1:
+            raise ValueError(f"prenet:{name} takes --input-shape as the sequence length alone, got {input_shape}")
+        seq_len = input_shape[0]
+    ids = torch.randint(vocabulary, (1, seq_len))
+    targets = ids if labels == "tokens" else torch.zeros(1, dtype=torch.long)
+    return getattr(reference_models, factory)(), {"example_input": {"input_ids": ids, "labels": targets}}
+
+
+def build_model(spec, input_shape=None):
+    """(model, keyword arguments of prenet.predict / measure that give its input) for a spec such as
+    "torchvision:vgg16"; `input_shape` (without the batch) overrides the model's default input."""
     if ":" not in spec:
-        raise ValueError(f"model spec '{spec}' must look like 'torchvision:resnet50' or 'package.module:factory'")
+        raise ValueError(f"model spec '{spec}' must look like 'torchvision:resnet50', 'prenet:gpt2' or "
+                         "'package.module:factory'")
     source, name = spec.split(":", 1)
+    if source == "prenet":
+        return _reference(name, input_shape)
     if source == "torchvision":
         import torchvision.models as tvm
 
@@ -17,7 +42,7 @@ def build_model(spec):
         if factory is None or not callable(factory) or name.startswith("_"):
             known = sorted(n for n in dir(tvm) if n.islower() and not n.startswith("_") and callable(getattr(tvm, n)))
             raise ValueError(f"torchvision has no model '{name}'; available: {', '.join(known)}")
-        return factory(weights=None), TORCHVISION_INPUT_SHAPE
+        return factory(weights=None), {"input_shape": input_shape or TORCHVISION_INPUT_SHAPE}
     try:
         module = importlib.import_module(source)
     except ImportError as error:
@@ -25,4 +50,4 @@ def build_model(spec):
     factory = getattr(module, name, None)
     if factory is None:
         raise ValueError(f"module '{source}' has no attribute '{name}'")
-    return factory(), None
+    return factory(), {"input_shape": input_shape}

@@ -51,12 +51,9 @@ def interval_factors(bundle_folder):
     return factors
 
 
-def device_interval(rows, factors):
-    """(low, high) device milliseconds of per-op rows ({"kind", "ms"}), each op's time scaled by its kind's
-    factors; errors of one device are taken as moving together (the bounds add up)."""
-    low = high = 0.0
-    for row in rows:
-        kind_low, kind_high = factors.get(row["kind"], factors["*"])
-        low += row["ms"] * kind_low
-        high += row["ms"] * kind_high
-    return low, high
+def kind_factors(kinds, factors, side):
+    """Per op, the low (side 0) or high (1) factor of its kind ("*" for kinds not evaluated, 1 for ops without a
+    kind, which cost nothing on the device); errors of one device are taken as moving together."""
+    import numpy as np
+
+    return np.array([1.0 if kind is None else factors.get(kind, factors["*"])[side] for kind in kinds])

@@ -34,15 +34,19 @@ struct LayerTime {
 // Every leaf kernel runs in `precision` (prenet/precision.hpp; the predictors learned from fp32 CUDA-core
 // kernels only): tensor-core kinds keep the efficiency predicted for fp32 on the precision's roofline (their fp32
 // time times tensor_core_factor), memory-bound kinds are timed as their narrowed configuration. The optimizer's
-// update runs in fp32 whatever the precision. Predictions are batched per (kind, mode). Throws
-// std::invalid_argument for an unknown optimizer or a precision the GPU lacks.
+// update runs in fp32 whatever the precision. `issue_gap_ms`: host time that every latency the bundle learned
+// includes (the measurement's time to issue the operator, see prenet/launch_gap.py); taken off each predicted
+// kernel to leave its device time, never below the kernel's roofline bound (nor above its prediction); 0 keeps
+// latencies as measured. Predictions are batched per (kind, mode). Throws std::invalid_argument for an unknown
+// optimizer or a precision the GPU lacks.
 std::vector<LayerTime> estimate_layer_times(const PredictorBundle& bundle, const std::vector<LayerConfig>& configs,
                                             const GpuSpec& gpu, const std::string& optimizer,
-                                            Precision precision = Precision::fp32);
+                                            Precision precision = Precision::fp32, double issue_gap_ms = 0);
 
 // The optimizer's update of parameter tensors of the given element counts, one time per tensor, composed by the
-// optimizer rule above.
+// optimizer rule above (issue_gap_ms as above).
 std::vector<LayerTime> estimate_update_times(const PredictorBundle& bundle, const std::vector<double>& tensor_elements,
-                                             const GpuSpec& gpu, const std::string& optimizer);
+                                             const GpuSpec& gpu, const std::string& optimizer,
+                                             double issue_gap_ms = 0);
 
 }  // namespace prenet

@@ -1,0 +1,74 @@
+"""The launch gap fitted from the GPU operator set, and the launch queue that combines host and device time."""
+import numpy as np
+import pytest
+import torch.nn as nn
+
+import prenet
+from prenet import launch_gap, launch_queue
+
+
+def test_queue_follows_the_recurrence_op_by_op():
+    # Host issues at 1, 2, 3 ms; kernels of 5, 0, 1 ms: the first starts at 1 and ends at 6, the second (no
+    # kernel) ends at 6, the third starts at 6 and ends at 7. The host is done at 3.
+    assert launch_queue.run([([1, 1, 1], [5, 0, 1])]) == (3.0, 7.0)
+    assert launch_queue.epoch_ms([([1, 1, 1], [5, 0, 1])]) == 7.0
+    # A host-bound step: each kernel waits for its issue; the epoch ends with the last kernel after the host.
+    assert launch_queue.epoch_ms([([2, 2], [0.5, 0.5])]) == 4.5
+    # Steps overlap: the host issues the second step while the device still runs the first.
+    one = ([1.0, 1.0], [4.0, 4.0])
+    assert launch_queue.epoch_ms([one, one]) == pytest.approx(1.0 + 16.0)
+    # Brute force on random steps.
+    rng = np.random.default_rng(0)
+    steps = [(rng.exponential(1, 20), rng.exponential(1, 20) * (rng.random(20) < 0.7)) for _ in range(5)]
+    host = end = 0.0
+    for h, d in steps:
+        for hi, di in zip(h, d):
+            host += hi
+            end = max(host, end) + di
+    assert launch_queue.epoch_ms(steps) == pytest.approx(max(host, end), rel=1e-12)
+    with pytest.raises(ValueError, match="differ in length"):
+        launch_queue.run([([1, 2], [1])])
+
+
+def test_gap_fit_recovers_a_known_gap_and_bandwidth():
+    rng = np.random.default_rng(1)
+    moved = np.exp(rng.uniform(np.log(1e3), np.log(1e9), 500))
+    latency = np.maximum(30.0, 12.0 + moved / 900e9 * 1e6) * (1 + 0.002 * rng.standard_normal(500))
+    gap, bandwidth, rows, residual = launch_gap.fit_gap(latency, moved)
+    assert gap == pytest.approx(12.0, abs=0.5)
+    assert bandwidth == pytest.approx(900.0, rel=0.01)
+    assert rows < 500 and residual < 0.01
+    with pytest.raises(ValueError, match="outlast the launch gap"):
+        launch_gap.fit_gap(np.full(50, 30.0), np.full(50, 1e3))
+
+
+def test_packaged_gaps_are_those_the_operator_set_gives():
+    packaged = launch_gap.load()
+    refit = launch_gap.fit()
+    assert refit["gap_us"] == packaged["gap_us"]
+    assert set(packaged["gap_us"]) == {"NVIDIA A100-PCIE-40GB", "Tesla P100-PCIE-16GB", "Tesla P4", "Tesla T4",
+                                       "Tesla V100-PCIE-32GB"}
+    assert all(10 < gap < 40 for gap in packaged["gap_us"].values())
+    # Every operator on every GPU is fitted closely by the additive model.
+    assert all(op["median_relative_residual"] < 0.01 for ops in packaged["per_operator"].values()
+               for op in ops.values())
+    assert launch_gap.gap_us("NVIDIA H100 80GB HBM3", packaged) == packaged["typical_gap_us"]
+    with pytest.raises(FileNotFoundError, match="python -m prenet.launch_gap"):
+        launch_gap.load("/nonexistent/gaps.json")
+
+
+def test_predicted_kernels_leave_the_gap_and_the_host_pays_it():
+    model = nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(20)])
+    estimate = prenet.predict(model, batch=64, gpu="A100", input_shape=(1024,), dataset_size=256)
+    gap_ms = 1e-3 * launch_gap.gap_us("NVIDIA A100-PCIE-40GB")
+    single = prenet.predict_layer("linear", gpu="A100", batch=1, seq_len=64, in_features=1024, out_features=1024)
+    forward_addmm = estimate.ops[(estimate.ops["op"] == "addmm.default") & (estimate.ops["phase"] == "forward")]
+    assert single > 2 * gap_ms  # the latency as measured; the kernel's device time is what the gap leaves
+    assert forward_addmm["ms"].tolist() == pytest.approx([single - gap_ms] * 20, rel=1e-6)
+    # Tiny layers: host-bound, every kernel issue paying the gap (its dispatch share counted per op).
+    tiny = prenet.predict(nn.Sequential(*[nn.Linear(8, 8) for _ in range(20)]), batch=4, gpu="A100",
+                          input_shape=(8,), dataset_size=64)
+    assert tiny.bound == "host"
+    kernels = tiny.ops["kind"].notna().sum()
+    assert tiny.host_ms > kernels * gap_ms
+    assert tiny.step_seconds >= 1e-3 * tiny.host_ms

@@ -145,3 +145,23 @@ def test_command_line_predicts_a_reference_model_in_bf16(run_prenet):
     assert bad.returncode == 2 and "no bf16 rate" in bad.stderr and "use fp16 or fp32" in bad.stderr
     unknown = run_prenet("predict", "prenet:t5", "--gpu", "H100")
     assert unknown.returncode == 2 and "prenet has no reference model 't5'; available: bert_base, gpt2" in unknown.stderr
+
+
+@pytest.mark.parametrize("recurrent", [nn.GRU, nn.LSTM, nn.RNN])
+def test_recurrent_layers_fed_by_a_low_precision_product_are_cast_as_autocast_casts_them(recurrent):
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed, self.proj = nn.Embedding(100, 16), nn.Linear(16, 16)
+            self.rnn, self.head = recurrent(16, 24, batch_first=True), nn.Linear(24, 5)
+
+        def forward(self, ids):
+            return self.head(self.rnn(self.proj(self.embed(ids)))[0])
+
+    model = Tagger()
+    ops = op_trace.trace_once(model, torch.randint(100, (2, 7)), autocast=True)
+    # The recurrent weights (and the bf16 projection feeding them) meet in bf16 products inside the layer.
+    recurrent_ops = [op for op in ops if op.module == "rnn" and op.name.split(".")[0] in ("addmm", "mm", "linear")]
+    assert recurrent_ops and {op.dtype for op in recurrent_ops} == {"bfloat16"}
+    assert prenet.predict(model, batch=4, gpu="A100", precision="bf16", dataset_size=8,
+                          example_input=torch.randint(100, (1, 7))).step_seconds > 0

@@ -17,6 +17,9 @@ LOWER_PRECISION = {
     "__matmul__", "__rmatmul__", "addbmm", "addmm", "addmv", "addr", "baddbmm", "bmm", "chain_matmul", "multi_dot",
     "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "linear", "matmul",
     "mm", "mv", "prelu", "lstm_cell", "gru_cell", "rnn_tanh_cell", "rnn_relu_cell", "einsum",
+    # Whole recurrent layers (nn.LSTM, nn.GRU, nn.RNN call these): CUDA autocast casts cuDNN's RNN inputs and
+    # weights to the low-precision type as well (aten/src/ATen/native/cudnn/AutocastRNN.cpp).
+    "lstm", "gru", "rnn_tanh", "rnn_relu",
 }
 # Run in float32: low-precision floating inputs are cast up.
 FLOAT32 = {

@@ -72,3 +72,52 @@ def test_predicted_kernels_leave_the_gap_and_the_host_pays_it():
     kernels = tiny.ops["kind"].notna().sum()
     assert tiny.host_ms > kernels * gap_ms
     assert tiny.step_seconds >= 1e-3 * tiny.host_ms
+
+
+def test_device_timing_takes_each_hosts_gap_off_its_latencies():
+    from prenet.datasets import load_neusight
+
+    latency, device = load_neusight()["add"], load_neusight(timing="device")["add"]
+    gaps = launch_gap.load()
+    for gpu in ("NVIDIA A100-PCIE-40GB", "Tesla P100-PCIE-16GB"):
+        mine = device[device["gpu"] == gpu]
+        assert (mine["latency_ms"].to_numpy() == latency[latency["gpu"] == gpu]["forward_ms"].to_numpy()).all()
+        assert np.allclose(mine["latency_ms"] - mine["forward_ms"], 1e-3 * gaps["per_operator"][gpu]["add"]["gap_us"])
+    assert (device["forward_ms"] > 0).all()
+    with pytest.raises(ValueError, match="unknown timing 'wall'; known: latency, device"):
+        load_neusight(timing="wall")
+
+
+def test_leave_one_device_out_in_device_timing_is_judged_on_latency():
+    from prenet import unseen_gpu
+
+    settings = unseen_gpu.Settings(kinds=("relu",), sets=("efficiency",), trees=30, rows_per_gpu=150,
+                                   timing="device")
+    outcome = unseen_gpu.run(settings)
+    cells = outcome["cells"]
+    assert len(cells) == 5 and np.isfinite(cells["median_rel"]).all()
+    assert "candidates learn device time" in outcome["markdown"]
+    # Judged on latency: the typical gap is added back, so tiny operators are not judged as near-zero times.
+    assert (cells["median_rel"] < 1.0).all()
+
+
+def test_bundles_say_what_they_learned_and_predict_uses_it():
+    from prenet import predictors
+
+    assert predictors.learned_timing(str(predictors.PACKAGED_BUNDLE)) == "latency"
+    assert predictors.learned_timing(str(predictors.PACKAGED_UNSEEN_BUNDLE)) == "device"
+    assert predictors.learned_timing("/nonexistent") == "latency"
+    # On an unseen GPU the bundle's device time is each kernel's time as predicted: no gap to take off.
+    model = nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(4)])
+    estimate = prenet.predict(model, batch=64, gpu="H100", input_shape=(1024,), dataset_size=64)
+    single = prenet.predict_layer("linear", gpu="H100", batch=1, seq_len=64, in_features=1024, out_features=1024)
+    forward_addmm = estimate.ops[(estimate.ops["op"] == "addmm.default") & (estimate.ops["phase"] == "forward")]
+    assert forward_addmm["ms"].tolist() == pytest.approx([single] * 4, rel=1e-6)
+
+
+def test_an_operators_own_gap_is_used_where_it_was_fitted():
+    gaps = launch_gap.load()
+    p100 = gaps["per_operator"]["Tesla P100-PCIE-16GB"]
+    assert launch_gap.gap_us("Tesla P100-PCIE-16GB", gaps, "relu") == p100["relu"]["gap_us"]
+    assert launch_gap.gap_us("Tesla P100-PCIE-16GB", gaps, "conv2d") == gaps["gap_us"]["Tesla P100-PCIE-16GB"]
+    assert launch_gap.gap_us("NVIDIA A100 80GB PCIe", gaps, "conv2d") == gaps["typical_gap_us"]

@@ -33,8 +33,14 @@ def neusight_folder():
     return Path(os.environ.get("PRENET_NEUSIGHT", default)).resolve()
 
 
-def load_neusight(folder=None):
-    """{native kind: DataFrame} of the NeuSight set: configuration keys, `gpu` (catalog name), `forward_ms`."""
+TIMINGS = ("latency", "device")
+
+
+def load_neusight(folder=None, timing="latency"):
+    """{native kind: DataFrame} of the NeuSight set: configuration keys, `gpu` (catalog name), `forward_ms`.
+    `timing` "device": `forward_ms` is each latency less its measuring host's launch gap for that operator
+    (prenet.launch_gap: the host's time to issue it, which every latency holds), the latency kept in
+    `latency_ms`."""
     import pandas as pd
 
     from .catalog import find_gpu
@@ -56,7 +62,23 @@ def load_neusight(folder=None):
         frame["gpu"] = raw["Device"].map({name: find_gpu(name)["name"] for name in raw["Device"].unique()})
         frame["forward_ms"] = raw["Latency"].astype(float)
         tables.setdefault(kind, []).append(frame)
-    return {kind: pd.concat(frames, ignore_index=True) for kind, frames in tables.items()}
+    tables = {kind: pd.concat(frames, ignore_index=True) for kind, frames in tables.items()}
+    if timing not in TIMINGS:
+        raise ValueError(f"unknown timing {timing!r}; known: {', '.join(TIMINGS)}")
+    if timing == "device":
+        from . import launch_gap
+
+        gaps = launch_gap.load()
+        for kind, frame in tables.items():
+            frame["latency_ms"] = frame["forward_ms"]
+            gap_ms = frame["gpu"].map(lambda gpu: 1e-3 * launch_gap.gap_us(gpu, gaps, kind))
+            # every latency exceeds its host's gap (the smallest ones by 5-30 us); the floor guards the log target
+            frame["forward_ms"] = (frame["latency_ms"] - gap_ms).clip(lower=DEVICE_FLOOR_MS)
+    return tables
+
+
+# Least device time kept for a row (1 us): a guard for the log of time the predictors learn.
+DEVICE_FLOOR_MS = 1e-3
 
 
 # Timing columns of our CPU set (data/cpu, see data/README.md) -> the mode each one measures.

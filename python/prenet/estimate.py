@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from . import host_cost, launch_gap, launch_queue, op_costs, op_trace, uncertainty
 from ._native import core
 from .catalog import host_catalog
-from .predictors import MIXED_PRECISIONS, PACKAGED_UNSEEN_BUNDLE, check_precision, gpu_bundle_folder, resolve
+from .predictors import (MIXED_PRECISIONS, PACKAGED_UNSEEN_BUNDLE, check_precision, gpu_bundle_folder,
+                         learned_timing, resolve)
 
 # Optimizer names as prenet.predict and prenet.measure take them (../shared/PROTOCOL.md: "sgd" is SGD with
 # momentum 0.9) -> the native optimizer table's names.
@@ -200,13 +201,14 @@ class _StepCost:
         return float(self.host.sum())
 
 
-def _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs, gap_us):
+def _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs, gap_us, gap_in_kernels):
     """The _StepCost of one training step. On a GPU each op's host cost is its dispatch (measured here), a kernel
     issue where it launches one (the launch gap of prenet.launch_gap, which includes dispatch), and an autograd
-    node in the backward pass; module calls are spread over the forward ops."""
+    node in the backward pass; module calls are spread over the forward ops. `gap_in_kernels`: the bundle's
+    predictions hold the gap (learned from latencies), to be taken off each kernel."""
     import numpy as np
 
-    gap_ms = 1e-3 * gap_us if on_gpu else 0.0
+    gap_ms = 1e-3 * gap_us if gap_in_kernels else 0.0
     works, ms, basis = _device_times(ops, native, catalog, device, OPTIMIZERS[optimizer], precision, gap_ms)
     parameters = [p.numel() for p in model.parameters() if p.requires_grad]
     # PyTorch's optimizers default to their multi-tensor (foreach) path when every parameter is on a CUDA device:
@@ -318,9 +320,12 @@ def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", pr
     on_gpu = catalog is not host_catalog()
     costs = host_cost.load()
     gap_us = launch_gap.gap_us(device) if on_gpu else 0.0
+    # A bundle fitted on latencies holds the gap in every kernel it predicts: taken off; one fitted on device time
+    # does not.
+    in_kernels = on_gpu and learned_timing(str(gpu_bundle_folder(bundle, device))) == "latency"
     ops_by_size, sizes = traced
-    steps = {size: _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs, gap_us)
-             for size, ops in ops_by_size.items()}
+    steps = {size: _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs, gap_us,
+                         in_kernels) for size, ops in ops_by_size.items()}
     epoch = [steps[size] for size in sizes]
     # A step: the steady state of the epoch's full-size steps (the last, partial one counts in the epoch only).
     full = [step for size, step in zip(sizes, epoch) if size == sizes[0]]

@@ -7,9 +7,11 @@ elementwise operators (add, relu, gelu) whose kernels outlast the gap, latency i
 moved: latency = gap + bytes / bandwidth (median residual 0.1-0.5% on every GPU). Below about 2.5x the smallest
 latency the kernel ends before the host records the end event, and the latency only bounds the kernel.
 
-The fitted gap, per GPU machine (median over the three operators), is used twice by prenet.predict on a GPU: it
-is taken off every predicted kernel latency (device time = latency - gap, never below the kernel's roofline
-bound), and it is the host's cost of issuing one kernel in a training step (prenet.estimate).
+The fitted gap, per GPU machine (median over the three operators), is the host's cost of issuing one kernel in a
+training step (prenet.estimate); where the predictors learned latencies, it is also taken off every predicted
+kernel (device time = latency - gap, never below the kernel's roofline bound). Fitting device time instead
+(prenet.datasets.load_neusight(timing="device")) takes each operator's own gap where it was fitted, the machine's
+elsewhere.
 
 `python -m prenet.launch_gap` fits it and writes data/gpu_launch_gaps.json (packaged with prenet).
 """
@@ -75,10 +77,12 @@ def load(path=None):
     return json.loads(path.read_text())
 
 
-def gap_us(gpu, gaps=None):
-    """The fitted gap of a GPU (canonical name) where it was measured, else the typical one."""
+def gap_us(gpu, gaps=None, kind=None):
+    """The fitted gap of a GPU (canonical name) where it was measured, else the typical one; with `kind`, that
+    operator's own gap on that GPU where it was fitted (issuing F.relu and torch.add costs differently)."""
     gaps = gaps or load()
-    return gaps["gap_us"].get(gpu, gaps["typical_gap_us"])
+    own = gaps["per_operator"].get(gpu, {}).get(kind) if kind else None
+    return own["gap_us"] if own else gaps["gap_us"].get(gpu, gaps["typical_gap_us"])
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 `gpu/` for GPUs (forward pass measured, backward and optimizer composed from kernels of known shapes), `cpu/` for
 the host CPU our own data was measured on (every mode measured)."""
 import functools
+import json
 import os
 from pathlib import Path
 
@@ -39,6 +40,17 @@ def gpu_bundle_folder(bundle=None, gpu=None):
     if gpu is None or gpu in fitted_devices(PACKAGED_BUNDLE):
         return PACKAGED_BUNDLE
     return PACKAGED_UNSEEN_BUNDLE
+
+
+@functools.lru_cache(maxsize=8)
+def learned_timing(folder):
+    """What the GPU bundle in `folder` predicts: "latency" (as measured, with the measuring host's launch gap; the
+    default of bundles that do not say) or "device" (fitted on latency less that gap: prenet.fit --data
+    neusight_device)."""
+    manifest = Path(folder) / "manifest.json"
+    if not manifest.is_file():
+        return "latency"
+    return json.loads(manifest.read_text()).get("fitted_on", {}).get("timing", "latency")
 
 
 def resolve(gpu, bundle=None):

@@ -121,3 +121,15 @@ def test_an_operators_own_gap_is_used_where_it_was_fitted():
     assert launch_gap.gap_us("Tesla P100-PCIE-16GB", gaps, "relu") == p100["relu"]["gap_us"]
     assert launch_gap.gap_us("Tesla P100-PCIE-16GB", gaps, "conv2d") == gaps["gap_us"]["Tesla P100-PCIE-16GB"]
     assert launch_gap.gap_us("NVIDIA A100 80GB PCIe", gaps, "conv2d") == gaps["typical_gap_us"]
+
+
+def test_the_interval_of_a_host_bound_step_spans_the_hosts_spread():
+    low, high = launch_gap.host_spread()
+    gaps = launch_gap.load()["gap_us"]
+    assert low == pytest.approx(min(gaps.values()) / launch_gap.load()["typical_gap_us"]) and low < 1 < high
+    tiny = prenet.predict(nn.Sequential(*[nn.Linear(8, 8) for _ in range(20)]), batch=4, gpu="H100",
+                          input_shape=(8,), dataset_size=64)
+    assert tiny.bound == "host"
+    lower, upper = tiny.interval_seconds
+    assert lower < tiny.epoch_seconds < upper
+    assert upper / tiny.epoch_seconds == pytest.approx(high, rel=0.05)

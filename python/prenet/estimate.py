@@ -40,14 +40,15 @@ class Estimate:
     optimizer_ms: float
     layers: object = field(repr=False)
     ops: object = field(repr=False)
-    # 80% interval of epoch_seconds (low, high) from the leave-one-device-out errors (prenet.uncertainty), and
-    # how far the GPU lies from the fitted ones ({"nearest", "distance", "outside"}); None on the CPU.
+    # 80% interval of epoch_seconds (low, high) from the leave-one-device-out errors (prenet.uncertainty) and the
+    # launch gap's spread over hosts (prenet.launch_gap), and how far the GPU lies from the fitted ones
+    # ({"nearest", "distance", "outside"}); None on the CPU.
     interval_seconds: object = None
     extrapolation: object = None
 
     @property
     def bound(self):
-        """"host" or "device": which side's time sets the step (the larger one)."""
+        """"host" or "device": the side with more work per step (the step itself takes at least that long)."""
         return "host" if self.host_ms > self.device_ms else "device"
 
     def __repr__(self):
@@ -240,14 +241,15 @@ def _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, cos
                      kinds=[w.kind if w else None for w in works] + ["add"], update_ms=update_ms, rows=rows)
 
 
-def _epoch_ms(steps, on_gpu, scale=None):
+def _epoch_ms(steps, on_gpu, scale=None, host_scale=1.0):
     """Milliseconds of the steps run in order: on a GPU through the launch queue (prenet.launch_queue), on the CPU
-    one after another. `scale(step)`: per-op factors on device times (the interval's bounds)."""
+    one after another. `scale(step)`: per-op factors on device times, `host_scale` a factor on host times (the
+    interval's bounds)."""
     def device(step):
         return step.device if scale is None else step.device * scale(step)
 
     if on_gpu:
-        return launch_queue.epoch_ms((step.host, device(step)) for step in steps)
+        return launch_queue.epoch_ms((host_scale * step.host, device(step)) for step in steps)
     return sum(step.host_ms + float(device(step).sum()) for step in steps)
 
 
@@ -340,8 +342,10 @@ def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", pr
         # the seen-GPU bundle has no leave-one-device-out errors of its own: the unseen one's are stated (wider)
         factors = uncertainty.interval_factors(folder) or uncertainty.interval_factors(PACKAGED_UNSEEN_BUNDLE)
         if factors:
-            interval = tuple(1e-3 * _epoch_ms(epoch, on_gpu, lambda s: uncertainty.kind_factors(s.kinds, factors, side))
-                             for side in (0, 1))
+            # the host's side: as far as the issue cost differs between the GPU hosts it was measured on
+            host = launch_gap.host_spread()
+            interval = tuple(1e-3 * _epoch_ms(epoch, on_gpu, lambda s: uncertainty.kind_factors(s.kinds, factors, side),
+                                              host[side]) for side in (0, 1))
     return Estimate(gpu=device, batch=batch, dataset_size=dataset_size, optimizer=optimizer, precision=precision,
                     step_seconds=1e-3 * step_ms, epoch_seconds=1e-3 * epoch_ms, iterations=len(sizes),
                     device_ms=step.device_ms, host_ms=step.host_ms, optimizer_ms=step.update_ms, layers=layers,

@@ -85,6 +85,14 @@ def gap_us(gpu, gaps=None, kind=None):
     return own["gap_us"] if own else gaps["gap_us"].get(gpu, gaps["typical_gap_us"])
 
 
+def host_spread(gaps=None):
+    """(low, high) factors on a predicted host time: the smallest and largest machine gap over the typical one
+    (how much issuing costs differ between the hosts measured)."""
+    gaps = gaps or load()
+    values = list(gaps["gap_us"].values())
+    return min(values) / gaps["typical_gap_us"], max(values) / gaps["typical_gap_us"]
+
+
 if __name__ == "__main__":
     import sys
 

@@ -1,0 +1,89 @@
+"""Where the cost of prenet.predict_steps' tangent kernel goes, against a training step of the same network
+(issue 7's target: prediction at a fraction of the cost of training).
+
+For two MLPs on 64 inputs and 10 classes (the validation's, and one of 1.1M parameters), the kernel on 256
+samples (predict_steps' default subset and projection) is timed in its three parts as
+prenet.tangent_kernel.gram_matrix runs them (per-sample Jacobians with
+vmap(jacrev), the CountSketch projection where parameters exceed projection_dim, the Gram product), in float64
+as predict_steps computes it, beside one SGD step (momentum 0.9, batch 32, float32) of the same network; the last
+column is how many training steps cost as much as the kernel.
+
+Run:  .venv/bin/python bench/tangent_kernel_cost.py   (about 2 minutes; torch's default threads)
+Writes bench/results/tangent_kernel_cost.md.
+"""
+import time
+from pathlib import Path
+
+import torch
+
+from prenet import tangent_kernel
+
+RESULTS = Path(__file__).resolve().parent / "results" / "tangent_kernel_cost.md"
+SAMPLES, BATCH, STEPS = 256, 32, 100
+PROJECTION = tangent_kernel.DEFAULT_PROJECTION_DIM  # predict_steps' default
+
+
+def mlp(width, depth):
+    layers, inputs = [], 64
+    for _ in range(depth):
+        layers += [torch.nn.Linear(inputs, width), torch.nn.Tanh()]
+        inputs = width
+    return torch.nn.Sequential(*layers, torch.nn.Linear(inputs, 10))
+
+
+def kernel_parts(model, inputs, projection_dim):
+    """Seconds of (Jacobian, projection, Gram product) for the kernel on `inputs`, as gram_matrix computes it."""
+    parameters = sum(p.numel() for p in model.parameters())
+    started = time.perf_counter()
+    blocks = [block.reshape(-1, parameters) for block in tangent_kernel.jacobian_chunks(model, inputs)]
+    jacobian_s = time.perf_counter() - started
+    started = time.perf_counter()
+    if parameters > projection_dim:
+        generator = torch.Generator().manual_seed(0)
+        bucket = torch.randint(0, projection_dim, (parameters,), generator=generator)
+        sign = torch.randint(0, 2, (parameters,), generator=generator).double() * 2 - 1
+        blocks = [torch.zeros(b.shape[0], projection_dim, dtype=b.dtype).index_add_(1, bucket, b * sign)
+                  for b in blocks]
+    projection_s = time.perf_counter() - started
+    rows = torch.cat(blocks)
+    started = time.perf_counter()
+    rows @ rows.T
+    return jacobian_s, projection_s, time.perf_counter() - started
+
+
+def training_step_s(model):
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x, y = torch.randn(BATCH, 64), torch.randint(10, (BATCH,))
+    started = time.perf_counter()
+    for _ in range(STEPS):
+        optimizer.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+    return (time.perf_counter() - started) / STEPS
+
+
+def main():
+    torch.manual_seed(0)
+    inputs = torch.randn(SAMPLES, 64)
+    lines = ["# What the tangent kernel costs, against training steps", "",
+             f"`.venv/bin/python bench/tangent_kernel_cost.py` ({time.strftime('%Y-%m-%d')}; torch "
+             f"{torch.__version__}, {torch.get_num_threads()} thread(s)). Kernel on {SAMPLES} samples x 10 outputs "
+             f"in float64, CountSketch to {PROJECTION} columns where parameters exceed it; SGD step at batch {BATCH}.",
+             "", "| network | parameters | Jacobian s | projection s | Gram s | kernel s | training step ms | "
+             "steps costing the kernel |", "|---|---|---|---|---|---|---|---|"]
+    for name, model in (("64-64-64-10 MLP (bench/validate_steps.py's)", mlp(64, 2)),
+                        ("64-1024-1024-10 MLP", mlp(1024, 2))):
+        parameters = sum(p.numel() for p in model.parameters())
+        parts = kernel_parts(model, inputs, PROJECTION)
+        step = training_step_s(model)
+        lines.append(f"| {name} | {parameters:,} | {parts[0]:.1f} | {parts[1]:.1f} | {parts[2]:.1f} | "
+                     f"{sum(parts):.1f} | {1e3 * step:.2f} | {sum(parts) / step:,.0f} |")
+        print(lines[-1], flush=True)
+    text = "\n".join(lines) + "\n"
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -8,7 +8,7 @@ import torch
 
 import prenet
 from prenet.loss_dynamics import CrossEntropy, MeanSquared, batch_order
-from prenet.tangent_kernel import gram_matrix
+from prenet.tangent_kernel import gram_matrix, jacobian_chunks
 from prenet.training_steps import _steps_to
 
 SAMPLES, INPUTS, OUTPUTS = 23, 5, 3
@@ -186,6 +186,15 @@ def test_projected_kernel_approximates_the_exact_one():
     np.testing.assert_array_equal(f0, f0_again)
     assert np.linalg.norm(sketched - exact) < 0.25 * np.linalg.norm(exact)
     np.testing.assert_allclose(np.diag(sketched).sum(), np.diag(exact).sum(), rtol=0.1)
+    # The sketch is CountSketch exactly: parameter p's Jacobian column, times sign[p], added into column bucket[p].
+    generator = torch.Generator().manual_seed(1)
+    bucket = torch.randint(0, 300, (parameters,), generator=generator)
+    sign = torch.randint(0, 2, (parameters,), generator=generator).double() * 2 - 1
+    jacobian = torch.cat([b.reshape(-1, parameters) for b in jacobian_chunks(model, inputs)])
+    columns = torch.zeros(jacobian.shape[0], 300, dtype=torch.float64)
+    for p in range(parameters):
+        columns[:, bucket[p]] += sign[p] * jacobian[:, p]
+    np.testing.assert_allclose(sketched, (columns @ columns.T).numpy(), rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("arguments, message", [

@@ -145,13 +145,14 @@ def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress
         generator = torch.Generator().manual_seed(seed)
         bucket = torch.randint(0, limit, (n_params,), generator=generator)
         sign = torch.randint(0, 2, (n_params,), generator=generator).to(dtype) * 2 - 1
+        # CountSketch: parameter p adds sign[p] * J[:, p] to column bucket[p]; inner products kept in expectation
+        # (Charikar et al. 2002). As a sparse (limit x parameters) matrix with one +-1 per column.
+        sketch = torch.sparse_coo_tensor(torch.stack([bucket, torch.arange(n_params)]), sign, (limit, n_params))
     rows = []
     for block in jacobian_chunks(model, inputs, dtype, progress):
         flat = block.reshape(-1, n_params)
         if project:
-            # CountSketch: parameter p adds sign[p] * J[:, p] to column bucket[p]; inner products kept in
-            # expectation (Charikar et al. 2002).
-            flat = torch.zeros(flat.shape[0], limit, dtype=dtype).index_add_(1, bucket, flat * sign)
+            flat = torch.sparse.mm(sketch, flat.T).T
         rows.append(flat)
     rows = torch.cat(rows)
     return (rows @ rows.T).numpy(), f0, n_params, (limit if project else None)

@@ -39,11 +39,8 @@ def kernel_parts(model, inputs, projection_dim):
     jacobian_s = time.perf_counter() - started
     started = time.perf_counter()
     if parameters > projection_dim:
-        generator = torch.Generator().manual_seed(0)
-        bucket = torch.randint(0, projection_dim, (parameters,), generator=generator)
-        sign = torch.randint(0, 2, (parameters,), generator=generator).double() * 2 - 1
-        blocks = [torch.zeros(b.shape[0], projection_dim, dtype=b.dtype).index_add_(1, bucket, b * sign)
-                  for b in blocks]
+        sketch = tangent_kernel.count_sketch(parameters, projection_dim)
+        blocks = [torch.sparse.mm(sketch, b.T).T for b in blocks]
     projection_s = time.perf_counter() - started
     rows = torch.cat(blocks)
     started = time.perf_counter()

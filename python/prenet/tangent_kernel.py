@@ -128,6 +128,17 @@ def jacobian_chunks(model, inputs, dtype=None, progress=False):
         yield torch.cat([block[k].reshape(block[k].shape[0], outputs, -1) for k in params], dim=2)
 
 
+def count_sketch(parameters, columns, seed=0, dtype=None):
+    """CountSketch (Charikar et al. 2002) as a sparse (columns x parameters) matrix with one +-1 per column:
+    parameter p adds sign[p] * J[:, p] to column bucket[p], keeping inner products in expectation."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    bucket = torch.randint(0, columns, (parameters,), generator=generator)
+    sign = torch.randint(0, 2, (parameters,), generator=generator).to(dtype or torch.float64) * 2 - 1
+    return torch.sparse_coo_tensor(torch.stack([bucket, torch.arange(parameters)]), sign, (columns, parameters))
+
+
 def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress=False):
     """(Theta, f0, parameters, projected_dim) for `inputs` (n samples): Theta is the (n*K x n*K) Gram matrix of
     the Jacobian rows of the model's outputs with respect to its trainable parameters, ordered sample-major
@@ -141,13 +152,7 @@ def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress
     if limit < 1:
         raise ValueError(f"projection_dim must be a positive integer or None, not {projection_dim!r}")
     project = n_params > limit
-    if project:
-        generator = torch.Generator().manual_seed(seed)
-        bucket = torch.randint(0, limit, (n_params,), generator=generator)
-        sign = torch.randint(0, 2, (n_params,), generator=generator).to(dtype) * 2 - 1
-        # CountSketch: parameter p adds sign[p] * J[:, p] to column bucket[p]; inner products kept in expectation
-        # (Charikar et al. 2002). As a sparse (limit x parameters) matrix with one +-1 per column.
-        sketch = torch.sparse_coo_tensor(torch.stack([bucket, torch.arange(n_params)]), sign, (limit, n_params))
+    sketch = count_sketch(n_params, limit, seed, dtype) if project else None
     rows = []
     for block in jacobian_chunks(model, inputs, dtype, progress):
         flat = block.reshape(-1, n_params)

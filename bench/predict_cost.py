@@ -41,17 +41,19 @@ def main():
                 model.eval()(image)
 
         def predict():
-            prenet.predict(model, batch=32, gpu=gpu, input_shape=(3, 224, 224), dataset_size=1024)
+            return prenet.predict(model, batch=32, gpu=gpu, input_shape=(3, 224, 224), dataset_size=1024)
 
         forward_s, predict_s = median_seconds(forward), median_seconds(predict)
-        rows.append(f"| {name} | {gpu} | {1e3 * forward_s:.1f} | {1e3 * predict_s:.1f} | {predict_s / forward_s:.2f} |")
+        rows.append(f"| {name} | {gpu} | {predict().traced} | {1e3 * forward_s:.1f} | {1e3 * predict_s:.1f} | "
+                    f"{predict_s / forward_s:.2f} |")
         print(rows[-1], flush=True)
     text = "\n".join([
         "# What prenet.predict costs against one CPU forward pass at batch 1", "",
         f"`python bench/predict_cost.py` ({time.strftime('%Y-%m-%d')}; torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, {platform.machine()}; median of {REPEATS} after a warm-up). predict: "
         "batch 32, 1,024 samples, fp32, SGD. Target: predict below 0.25 forward passes.", "",
-        "| model | gpu | forward, batch 1 (ms) | predict (ms) | predict / forward |", "| --- | --- | --- | --- | --- |",
+        "| model | gpu | traced | forward, batch 1 (ms) | predict (ms) | predict / forward |",
+        "| --- | --- | --- | --- | --- | --- |",
         *rows, ""])
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)

@@ -8,6 +8,7 @@ host's work (dispatch, kernel launches, autograd, the optimizer's loop) from cos
 the device and the two meet in the launch queue (prenet.launch_queue), op by op over the whole epoch; on the CPU
 they add up. An epoch is ceil(dataset_size / batch) steps, the last one at the remaining batch.
 """
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -26,7 +27,8 @@ OPTIMIZERS = {"sgd": "sgd_momentum", "sgd_nesterov": "sgd_momentum", "sgd_plain"
 @dataclass
 class Estimate:
     """A predicted training time. `layers`: one row per module (and the autograd work no module owns) with its
-    operations, FLOPs, bytes, forward and backward milliseconds and share of the step; `ops`: every operator."""
+    operations, FLOPs, bytes, forward and backward milliseconds and share of the step; `ops`: every operator (both
+    DataFrames built when first read, by `tables`)."""
     gpu: str
     batch: int
     dataset_size: int
@@ -38,13 +40,27 @@ class Estimate:
     device_ms: float
     host_ms: float
     optimizer_ms: float
-    layers: object = field(repr=False)
-    ops: object = field(repr=False)
+    tables: object = field(repr=False, compare=False)  # () -> (layers, ops)
     # 80% interval of epoch_seconds (low, high) from the leave-one-device-out errors (prenet.uncertainty) and the
     # launch gap's spread over hosts (prenet.launch_gap), and how far the GPU lies from the fitted ones
     # ({"nearest", "distance", "outside"}); None on the CPU.
     interval_seconds: object = None
     extrapolation: object = None
+    # How the step was traced (prenet.op_trace): "meta" (shapes only, at the batch) or "cpu" (run for real at two
+    # small batches, extrapolated).
+    traced: str = "meta"
+
+    @functools.cached_property
+    def _tables(self):
+        return self.tables()
+
+    @property
+    def layers(self):
+        return self._tables[0]
+
+    @property
+    def ops(self):
+        return self._tables[1]
 
     @property
     def bound(self):
@@ -80,26 +96,31 @@ class Estimate:
 
 
 def _input_maker(model, input_shape, example_input):
-    """make_inputs(b): a batch of b samples, from an example (its first sample repeated) or a shape."""
+    """make_inputs(b, device): a batch of b samples on `device` ("cpu" or "meta"), from an example (its first
+    sample repeated) or a shape."""
     import torch
 
+    from .meta_model import to_meta
+
     if example_input is not None:
-        def repeat(tensor, b):
+        def repeat(tensor, b, device):
             if not isinstance(tensor, torch.Tensor) or tensor.dim() == 0:
                 raise TypeError("example_input must be a tensor or a dict of tensors with a batch dimension first")
-            return tensor[:1].repeat((b,) + (1,) * (tensor.dim() - 1))
+            first = to_meta(tensor[:1]) if device == "meta" else tensor[:1]
+            return first.repeat((b,) + (1,) * (tensor.dim() - 1))
 
         if isinstance(example_input, dict):
-            return lambda b: {key: repeat(value, b) for key, value in example_input.items()}
+            return lambda b, device="cpu": {key: repeat(value, b, device) for key, value in example_input.items()}
         if isinstance(example_input, torch.Tensor):
-            return lambda b: repeat(example_input, b)
+            return lambda b, device="cpu": repeat(example_input, b, device)
         raise TypeError(f"example_input must be a tensor or a dict of tensors, got {type(example_input).__name__}")
     if input_shape is None:
         raise ValueError("give input_shape (without the batch dimension, e.g. (3, 224, 224)) or example_input")
     shape = tuple(int(s) for s in input_shape)
     if not shape or any(s < 1 for s in shape):
         raise ValueError(f"input_shape {shape} must be non-empty sizes >= 1")
-    return lambda b: torch.randn((b,) + shape)
+    return lambda b, device="cpu": (torch.empty((b,) + shape, device="meta") if device == "meta" else
+                                    torch.randn((b,) + shape))
 
 
 def _check(model, batch, dataset_size, optimizer, precision=None):
@@ -126,60 +147,69 @@ def _op_precision(work, precision):
 
 
 def _device_times(ops, native, catalog, device, optimizer, precision, gap_ms=0.0):
-    """Per op: (Work or None, device milliseconds, basis); `gap_ms`: the launch gap in the learned latencies."""
+    """Per op: (Work or None, device milliseconds, basis); `gap_ms`: the launch gap in the learned latencies.
+    Each distinct configuration is predicted once, for its forward and backward parts together (a model repeats
+    its blocks, and a layer's backward ops have its forward's configuration)."""
     works = [op_costs.work_of(op) for op in ops]
-    groups = {}
+    groups = {}  # (kind, precision) -> {configuration: indices of the ops that run it}
     for index, work in enumerate(works):
         if work is not None:
-            groups.setdefault((work.kind, work.part, _op_precision(work, precision)), []).append(index)
+            group = groups.setdefault((work.kind, _op_precision(work, precision)), {})
+            group.setdefault(tuple(sorted(work.config.items())), []).append(index)
     ms, basis = [0.0] * len(ops), ["view"] * len(ops)
-    for (kind, part, kernel_precision), indices in groups.items():
-        configs = [works[i].config for i in indices]
+    for (kind, kernel_precision), by_config in groups.items():
+        configs = [works[indices[0]].config for indices in by_config.values()]
         try:
             times = native.estimate(kind, configs, catalog, device, optimizer, kernel_precision, gap_ms)
-        except ValueError as error:  # a configuration outside its kind's range: cost that op by its traffic
+        except ValueError as error:  # a configuration outside its kind's range: cost its ops by their traffic
             if "rate in the catalog" in str(error):
                 raise
             times = []
-            for i in indices:
+            for config, indices in zip(configs, by_config.values()):
                 try:
-                    times += native.estimate(kind, [works[i].config], catalog, device, optimizer, kernel_precision,
-                                             gap_ms)
+                    times += native.estimate(kind, [config], catalog, device, optimizer, kernel_precision, gap_ms)
                 except ValueError:
-                    works[i] = op_costs.traffic(op_costs.moved_bytes(ops[i]) / op_costs.FP32_BYTES)
-                    times += native.estimate("add", [works[i].config], catalog, device, optimizer, "fp32", gap_ms)
-        for i, t in zip(indices, times):
-            ms[i] = works[i].count * t[f"{part}_ms"]
-            basis[i] = works[i].how if works[i].how == "traffic" else t[f"{part}_basis"]
+                    for i in indices:
+                        works[i] = op_costs.traffic(op_costs.moved_bytes(ops[i]) / op_costs.FP32_BYTES)
+                        t = native.estimate("add", [works[i].config], catalog, device, optimizer, "fp32", gap_ms)[0]
+                        ms[i], basis[i] = works[i].count * t["forward_ms"], "traffic"
+                    times.append(None)
+        for indices, t in zip(by_config.values(), times):
+            if t is None:
+                continue
+            for i in indices:
+                part = works[i].part
+                ms[i] = works[i].count * t[f"{part}_ms"]
+                basis[i] = works[i].how if works[i].how == "traffic" else t[f"{part}_basis"]
     return works, ms, basis
 
 
 def _owners(ops, works):
     """Module owning each op: its own for forward ops; for a backward op, the forward op of the same layer kind
-    and shape (the latest not yet matched); "(autograd)" for the rest."""
-    owners = [op.module for op in ops]
-    forward = [(i, w) for i, (op, w) in enumerate(zip(ops, works))
-               if op.phase == "forward" and w is not None and w.how == "layer"]
-    used = set()
-
+    and shape (the latest not yet matched; linear layers' products may all match one); "(autograd)" for the
+    rest."""
     def signature(work):
         if work.kind == "linear":  # dX and dW products permute the forward's (rows, in, out)
             c = work.config
             return "linear", tuple(sorted((c["batch"] * c.get("seq_len", 1), c["in_features"], c["out_features"])))
         return work.kind, tuple(sorted((k, v) for k, v in work.config.items() if k != "bias"))
 
+    owners = [op.module for op in ops]
+    forward = {}  # signature -> forward op indices in order, the matched ones taken off
     for i, (op, work) in enumerate(zip(ops, works)):
-        if op.phase != "backward":
-            continue
-        owners[i] = "(autograd)"
         if work is None or work.how != "layer":
+            if op.phase == "backward":
+                owners[i] = "(autograd)"
             continue
-        for j, fwork in reversed(forward):
-            if (j, signature(work)) not in used and signature(fwork) == signature(work):
-                owners[i] = ops[j].module or "(model)"
-                if work.kind != "linear":
-                    used.add((j, signature(work)))
-                break
+        if op.phase == "forward":
+            forward.setdefault(signature(work), []).append(i)
+            continue
+        candidates = forward.get(signature(work))
+        owners[i] = "(autograd)"
+        if candidates:
+            owners[i] = ops[candidates[-1]].module or "(model)"
+            if work.kind != "linear":
+                candidates.pop()
     return owners
 
 
@@ -244,12 +274,18 @@ def _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, cos
 def _epoch_ms(steps, on_gpu, scale=None, host_scale=1.0):
     """Milliseconds of the steps run in order: on a GPU through the launch queue (prenet.launch_queue), on the CPU
     one after another. `scale(step)`: per-op factors on device times, `host_scale` a factor on host times (the
-    interval's bounds)."""
+    interval's bounds); each distinct step is scaled once."""
+    scaled = {}
+
     def device(step):
-        return step.device if scale is None else step.device * scale(step)
+        if scale is None:
+            return step.device
+        if id(step) not in scaled:
+            scaled[id(step)] = step.device * scale(step)
+        return scaled[id(step)]
 
     if on_gpu:
-        return launch_queue.epoch_ms((host_scale * step.host, device(step)) for step in steps)
+        return launch_queue.epoch_ms([(host_scale * step.host, device(step)) for step in steps])
     return sum(step.host_ms + float(device(step).sum()) for step in steps)
 
 
@@ -257,10 +293,13 @@ def _layers_table(rows, catalog, device, step_ms):
     import pandas as pd
 
     ops = pd.DataFrame(rows)
-    flops, bytes_ = [], []
+    flops, bytes_, known = [], [], {}
     for row in rows:
         if row["kind"] and row["config"]:
-            features = core().layer_features(row["kind"], row["config"], catalog, device)
+            key = (row["kind"], tuple(sorted(row["config"].items())))
+            if key not in known:
+                known[key] = core().layer_features(row["kind"], row["config"], catalog, device)
+            features = known[key]
             part = "forward" if row["phase"] == "forward" and row["how"] != "traffic" else "backward"
             flops.append(row["count"] * features[f"{part}_flops"] if row["how"] != "traffic" else 0.0)
             bytes_.append(row["count"] * features["forward_bytes" if row["how"] == "traffic" else f"{part}_bytes"])
@@ -300,20 +339,19 @@ def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, d
 
 
 def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None, precision="fp32"):
-    """(operators of a step at each batch size an epoch uses, the epoch's batch sizes): what predict costs on a
-    device, traced once (prenet.compare reuses it for every GPU); under a mixed precision, forward and loss are
-    traced with CUDA autocast's casts (prenet.autocast_policy)."""
-    autocast = precision in MIXED_PRECISIONS
+    """(operators of a step at each batch size an epoch uses, the epoch's batch sizes, how it was traced: "meta"
+    or "cpu", prenet.op_trace): what predict costs on a device, traced once (prenet.compare reuses it for every
+    GPU); under a mixed precision, forward and loss are traced with CUDA autocast's casts
+    (prenet.autocast_policy)."""
     make_inputs = _input_maker(model, input_shape, example_input)
+    sizes = [batch] * (dataset_size // batch) + ([dataset_size % batch] if dataset_size % batch else [])
     was_training = model.training
     model.train()
     try:
-        traces = op_trace.trace_small(model, make_inputs, autocast)
-        sizes = [batch] * (dataset_size // batch) + ([dataset_size % batch] if dataset_size % batch else [])
-        ops = {size: op_trace.at_batch(traces, size, model, make_inputs, autocast) for size in sorted(set(sizes))}
+        ops, how = op_trace.trace_batches(model, make_inputs, sorted(set(sizes)), precision in MIXED_PRECISIONS)
     finally:
         model.train(was_training)
-    return ops, sizes
+    return ops, sizes, how
 
 
 def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", precision="fp32", bundle=None):
@@ -325,7 +363,7 @@ def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", pr
     # A bundle fitted on latencies holds the gap in every kernel it predicts: taken off; one fitted on device time
     # does not.
     in_kernels = on_gpu and learned_timing(str(gpu_bundle_folder(bundle, device))) == "latency"
-    ops_by_size, sizes = traced
+    ops_by_size, sizes, how = traced
     steps = {size: _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs, gap_us,
                          in_kernels) for size, ops in ops_by_size.items()}
     epoch = [steps[size] for size in sizes]
@@ -333,7 +371,6 @@ def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", pr
     full = [step for size, step in zip(sizes, epoch) if size == sizes[0]]
     step = epoch[0]
     step_ms = _epoch_ms(full, on_gpu) / len(full)
-    layers, ops = _layers_table(step.rows, catalog, device, step_ms)
     epoch_ms = _epoch_ms(epoch, on_gpu)
     interval = reach = None
     if on_gpu:
@@ -348,5 +385,6 @@ def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", pr
                                               host[side]) for side in (0, 1))
     return Estimate(gpu=device, batch=batch, dataset_size=dataset_size, optimizer=optimizer, precision=precision,
                     step_seconds=1e-3 * step_ms, epoch_seconds=1e-3 * epoch_ms, iterations=len(sizes),
-                    device_ms=step.device_ms, host_ms=step.host_ms, optimizer_ms=step.update_ms, layers=layers,
-                    ops=ops, interval_seconds=interval, extrapolation=reach)
+                    device_ms=step.device_ms, host_ms=step.host_ms, optimizer_ms=step.update_ms,
+                    tables=lambda: _layers_table(step.rows, catalog, device, step_ms), interval_seconds=interval,
+                    extrapolation=reach, traced=how)

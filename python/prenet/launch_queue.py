@@ -5,7 +5,8 @@ for the device (the protocol synchronises only at the epoch's ends), so the host
 For kernels i = 1..n issued at times t_i (the host's running total of its own costs), with device times d_i:
     end_i = max(t_i, end_{i-1}) + d_i,
 which unrolls to end_n = max(end_0 + sum_i d_i, max_i (t_i + sum_{j >= i} d_j)) (a max-plus recurrence), evaluated
-here per step with array operations. An epoch ends when both the host and the device are done.
+here with array operations over all of an epoch's ops at once. An epoch ends when both the host and the device
+are done.
 """
 import numpy as np
 
@@ -28,5 +29,9 @@ def run(steps, host_start=0.0, device_end=0.0):
 
 def epoch_ms(steps):
     """Milliseconds from the first issue to the end of the last kernel (or of the host's work, if later)."""
-    host, device = run(steps)
+    steps = list(steps)
+    if not steps:
+        return 0.0
+    host, device = run([(np.concatenate([np.asarray(h, float) for h, _ in steps]),
+                         np.concatenate([np.asarray(d, float) for _, d in steps]))])
     return max(host, device)

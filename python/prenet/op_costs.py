@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 from .op_trace import TENSOR
 
-# Operators that only make views or read metadata: no kernel runs (the dispatcher is still paid on the host).
+# Operators that only make views, allocate or read metadata: no kernel runs (the dispatcher is still paid on the host).
 VIEWS = {"view", "_reshape_alias", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "unsqueeze",
          "squeeze", "unsqueeze_", "squeeze_", "slice", "select", "as_strided", "detach", "alias", "split",
          "split_with_sizes", "chunk", "unbind", "empty", "empty_like", "empty_strided", "lift_fresh", "numpy_T",
-         "_to_copy_noop", "expand_as", "view_as", "narrow", "unflatten", "flatten"}
+         "_to_copy_noop", "new_empty", "new_empty_strided", "expand_as", "view_as", "narrow", "unflatten", "flatten"}
 
 
 # Bytes per element by dtype name as op_trace records it; a dtype not named (or not recorded) counts 4.

@@ -2,10 +2,13 @@
 at the level of PyTorch's operators (aten), not of modules, so functional code (a residual add, attention written
 with matmul and softmax, a reshape) is seen like any layer.
 
-Recording runs the model for real, but only at two small batches (2 and 3): the shapes at the requested batch are
-extrapolated per dimension (a dimension that grows by d from batch 2 to 3 grows by d per sample), so no real
-compute is paid at the requested batch. Should the two small traces differ in their operations (control flow
-that depends on the batch), the step is traced at the requested batch instead.
+The step is first run on the meta device (prenet.meta_model): shapes and dtypes without data, at the requested
+batch itself, for the cost of dispatching each operator. A model that needs its data (an operator without a meta
+kernel, a branch on a tensor's value, a tensor made on the CPU in its forward) is run for real instead, but only at
+two small batches (2 and 3): the shapes at the requested batch are extrapolated per dimension (a dimension that
+grows by d from batch 2 to 3 grows by d per sample), so no real compute is paid at the requested batch. Should the
+two small traces differ in their operations (control flow that depends on the batch), the step is traced at the
+requested batch instead.
 """
 from dataclasses import dataclass, field
 
@@ -34,14 +37,37 @@ class Op:
     output_dtypes: list = field(default_factory=list)
 
 
+_DTYPE_NAMES = {}  # torch.dtype -> "float32", ...
+
+
 def _dtype_name(tensor):
-    return str(tensor.dtype).replace("torch.", "")
+    name = _DTYPE_NAMES.get(tensor.dtype)
+    if name is None:
+        name = _DTYPE_NAMES[tensor.dtype] = str(tensor.dtype).replace("torch.", "")
+    return name
 
 
-def _recorder():
+def _tensors(values):
+    """The tensors among an operator's arguments or outputs, looking one level into lists and tuples (torch.cat
+    takes a list of tensors; an operator returns a tuple)."""
     import torch
+
+    found = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(v for v in value if isinstance(v, torch.Tensor))
+    return found
+
+
+def _recorder(meta=False):
+    """A dispatch mode recording every operator into `.ops`; `meta`: run them on meta tensors
+    (prenet.meta_model.run_on_meta)."""
+    from torch import Tensor
     from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
+
+    from .meta_model import run_on_meta
 
     class Recorder(TorchDispatchMode):
         def __init__(self):
@@ -49,19 +75,27 @@ def _recorder():
             self.ops, self.phase, self.modules = [], "forward", []
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            flat_in, _ = tree_flatten((args, kwargs or {}))
-            flat_out, _ = tree_flatten(out)
-            tensors = [a for a in flat_in if isinstance(a, torch.Tensor)]
+            kwargs = kwargs or {}
+            out = run_on_meta(func, args, kwargs) if meta else func(*args, **kwargs)
+            tensors, arguments = [], []
+            for value in args:  # one pass: the tensors, and the arguments with TENSOR in their place
+                if isinstance(value, Tensor):
+                    tensors.append(value)
+                    arguments.append(TENSOR)
+                    continue
+                if isinstance(value, (list, tuple)):
+                    tensors.extend(v for v in value if isinstance(v, Tensor))
+                arguments.append(value)
+            if kwargs:
+                tensors += _tensors(kwargs.values())
+            flat_out = out if isinstance(out, (tuple, list)) else (out,)
             input_dtypes = [_dtype_name(t) for t in tensors]
             self.ops.append(Op(
-                phase=self.phase, name=func.__name__,
-                inputs=[tuple(t.shape) for t in tensors],
-                outputs=[tuple(t.shape) if isinstance(t, torch.Tensor) else None for t in flat_out],
-                arguments=[TENSOR if isinstance(a, torch.Tensor) else a for a in args],
-                module=self.modules[-1] if self.modules else "",
+                phase=self.phase, name=func.__name__, inputs=[tuple(t.shape) for t in tensors],
+                outputs=[tuple(t.shape) if isinstance(t, Tensor) else None for t in flat_out],
+                arguments=arguments, module=self.modules[-1] if self.modules else "",
                 dtype=input_dtypes[0] if tensors else "", input_dtypes=input_dtypes,
-                output_dtypes=[_dtype_name(t) if isinstance(t, torch.Tensor) else None for t in flat_out]))
+                output_dtypes=[_dtype_name(t) if isinstance(t, Tensor) else None for t in flat_out]))
             return out
 
     return Recorder()
@@ -86,15 +120,17 @@ def _first_tensor(value):
     return None
 
 
-def trace_once(model, inputs, autocast=False):
+def trace_once(model, inputs, autocast=False, meta=False):
     """The ops of one forward, loss (the model's own loss if it returns one, else the mean of its first output:
     a cross-entropy costs about as much) and backward, on `inputs` as given; `autocast`: forward and loss under
-    CUDA autocast's casting rules (prenet.autocast_policy), the backward pass in the dtypes they leave."""
+    CUDA autocast's casting rules (prenet.autocast_policy), the backward pass in the dtypes they leave; `meta`: on
+    meta twins of the weights and of `inputs` (prenet.meta_model), leaving the model's own tensors untouched."""
     import contextlib
 
     from .autocast_policy import CudaAutocast
+    from .meta_model import to_meta, weights_on_meta
 
-    recorder = _recorder()
+    recorder = _recorder(meta)
     def enter(label):
         def hook(module, inputs):
             recorder.modules.append(label)
@@ -107,9 +143,12 @@ def trace_once(model, inputs, autocast=False):
     for name, module in model.named_modules():
         handles.append(module.register_forward_pre_hook(enter(name or type(module).__name__)))
         handles.append(module.register_forward_hook(leave))
-    model.zero_grad(set_to_none=True)
+    if meta:
+        inputs = to_meta(inputs)
+    else:
+        model.zero_grad(set_to_none=True)
     try:
-        with recorder:
+        with weights_on_meta(model) if meta else contextlib.nullcontext(), recorder:
             with CudaAutocast() if autocast else contextlib.nullcontext():
                 output = model(**inputs) if isinstance(inputs, dict) else model(inputs)
                 tensor = _first_tensor(output)
@@ -126,7 +165,8 @@ def trace_once(model, inputs, autocast=False):
     finally:
         for handle in handles:
             handle.remove()
-        model.zero_grad(set_to_none=True)
+        if not meta:
+            model.zero_grad(set_to_none=True)
     return recorder.ops
 
 
@@ -168,3 +208,26 @@ def at_batch(traces, batch, model=None, make_inputs=None, autocast=False):
                         for x, y in zip(small.arguments, large.arguments)]
         ops.append(op)
     return ops
+
+
+def trace_batches(model, make_inputs, sizes, autocast=False):
+    """({size: ops of a training step at that batch size}, how it was traced: "meta" or "cpu"), for the batch
+    sizes `sizes`; `make_inputs(b, device)` builds inputs of b samples on a device. On meta tensors at each size
+    where the model runs there; else for real at TRACE_BATCHES, extrapolated (at_batch)."""
+    import torch
+
+    # A recurrent layer runs another algorithm on meta tensors (inputs projected step by step) than on the CPU and
+    # in cuDNN (the inputs of all steps projected in one product): traced for real.
+    recurrent = any(isinstance(module, torch.nn.RNNBase) for module in model.modules())
+    if not recurrent:
+        try:
+            return ({size: trace_once(model, make_inputs(size, "meta"), autocast, meta=True) for size in sizes},
+                    "meta")
+        except Exception:  # the model needs real data somewhere: traced for real, which names what it rejects
+            pass
+
+    def real_inputs(b):
+        return make_inputs(b, "cpu")
+
+    traces = trace_small(model, real_inputs, autocast)
+    return {size: at_batch(traces, size, model, real_inputs, autocast) for size in sizes}, "cpu"

@@ -1,0 +1,128 @@
+"""Tracing on the meta device (prenet.meta_model): the same operators, shapes and dtypes as a real run, the user's
+model left as it was, and a real trace where the meta device cannot run the model."""
+import pytest
+import torch
+import torchvision
+from torch import nn
+
+import prenet
+from prenet import meta_model, op_trace
+
+
+def signature(ops):
+    return [(o.phase, o.name, o.inputs, o.outputs, o.input_dtypes, o.output_dtypes, o.module) for o in ops]
+
+
+def image_batch(b, device="cpu"):
+    return torch.randn(b, 3, 32, 32) if device == "cpu" else torch.empty(b, 3, 32, 32, device=device)
+
+
+def strided_dilated_transposed():
+    return nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, dilation=2), nn.BatchNorm2d(8), nn.GELU(),
+                         nn.ConvTranspose2d(8, 4, 3, stride=2, output_padding=1), nn.Flatten(), nn.LazyLinear(5))
+
+
+@pytest.mark.parametrize("build, autocast", [
+    (lambda: torchvision.models.resnet18(weights=None), False),
+    (lambda: torchvision.models.resnet18(weights=None), True),
+    (lambda: torchvision.models.vgg11(weights=None), True),
+    # fp32 only: torch 1.13's CPU kernel fails a bfloat16 transposed convolution (the meta trace does not)
+    (strided_dilated_transposed, False),
+], ids=["resnet18", "resnet18-bf16", "vgg11-bf16", "strided-dilated-transposed"])
+def test_meta_trace_matches_a_real_trace(build, autocast):
+    model = build()
+    model(image_batch(2))  # materialise lazy modules
+    model.train()
+    real = op_trace.trace_once(model, image_batch(3), autocast)
+    meta = op_trace.trace_once(model, image_batch(3, "meta"), autocast, meta=True)
+    assert signature(meta) == signature(real)
+
+
+def test_a_transformer_traced_on_meta_matches_a_real_trace():
+    model = nn.TransformerEncoder(nn.TransformerEncoderLayer(32, 4, 64, batch_first=True), 2).train()
+    torch.manual_seed(0)
+    real = op_trace.trace_once(model, torch.randn(3, 7, 32))
+    meta = op_trace.trace_once(model, torch.empty(3, 7, 32, device="meta"), meta=True)
+    # dropout draws its mask on the CPU (bernoulli_) and on meta alike; the operators and shapes agree
+    assert signature(meta) == signature(real)
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_convolution_shape_rule_agrees_with_pytorch(dims, transposed):
+    conv = {(1, False): nn.Conv1d, (2, False): nn.Conv2d, (3, False): nn.Conv3d,
+            (1, True): nn.ConvTranspose1d, (2, True): nn.ConvTranspose2d, (3, True): nn.ConvTranspose3d}
+    extra = {"output_padding": 1} if transposed else {}
+    layer = conv[(dims, transposed)](4, 6, 3, stride=2, padding=1, dilation=2, groups=2, **extra)
+    x = torch.randn((2, 4) + (9,) * dims)
+    expected = layer(x).shape
+    stride, padding, dilation = [2] * dims, [1] * dims, [2] * dims
+    out = meta_model.MISSING_META_KERNELS[torch.ops.aten.convolution.default](
+        x.to("meta"), layer.weight.to("meta"), None, stride, padding, dilation, transposed,
+        [1] * dims if transposed else [0] * dims, 2)
+    assert out.shape == expected and out.device.type == "meta"
+
+
+def test_convolution_shape_rule_rejects_wrong_channels():
+    rule = meta_model.MISSING_META_KERNELS[torch.ops.aten.convolution.default]
+    with pytest.raises(RuntimeError, match="channels"):
+        rule(torch.empty(2, 5, 8, 8, device="meta"), torch.empty(6, 4, 3, 3, device="meta"), None,
+             [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+
+
+def test_predict_leaves_the_model_untouched():
+    model = torchvision.models.resnet18(weights=None)
+    model.eval()
+    model.fc.weight.grad = torch.ones_like(model.fc.weight)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    estimate = prenet.predict(model, batch=8, gpu="V100", input_shape=(3, 32, 32), dataset_size=16)
+    assert estimate.traced == "meta"
+    assert not model.training, "the model's mode is restored"
+    for key, value in model.state_dict().items():  # weights and BatchNorm statistics (a real step updates those)
+        assert value.device.type == "cpu" and torch.equal(value, before[key]), key
+    assert torch.equal(model.fc.weight.grad, torch.ones_like(model.fc.weight)), "the user's gradients are kept"
+    assert all(p.device.type == "cpu" for p in model.parameters())
+
+
+class NeedsData(nn.Module):
+    """Branches on a value of its input: the meta device cannot run it."""
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(6, 4)
+
+    def forward(self, x):
+        return self.linear(x) * 2 if float(x.sum()) > -1e9 else self.linear(x)
+
+
+class Recurrent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(6, 8, batch_first=True)
+
+    def forward(self, x):
+        return self.lstm(x)[0]
+
+
+@pytest.mark.parametrize("model, shape", [(NeedsData(), (6,)), (Recurrent(), (5, 6))], ids=["data", "lstm"])
+def test_models_the_meta_device_cannot_run_are_traced_for_real(model, shape):
+    estimate = prenet.predict(model, batch=4, gpu="T4", input_shape=shape, dataset_size=8)
+    assert estimate.traced == "cpu"
+    assert estimate.step_seconds > 0 and "linear" in set(estimate.ops["kind"].dropna())
+
+
+def test_meta_and_real_traces_give_the_same_estimate():
+    model = torchvision.models.resnet18(weights=None)
+    make = lambda b, device="cpu": image_batch(b, device)  # noqa: E731
+    meta, how = op_trace.trace_batches(model.train(), make, [8])
+    assert how == "meta"
+    real = op_trace.at_batch(op_trace.trace_small(model, lambda b: make(b)), 8)
+    assert [(o.name, o.inputs, o.outputs) for o in meta[8]] == [(o.name, o.inputs, o.outputs) for o in real]
+
+
+def test_weights_are_restored_when_the_model_fails_on_meta():
+    model = nn.Sequential(nn.Linear(6, 4), nn.Linear(5, 3))  # the second layer rejects the first's output
+    weights = list(model.parameters())
+    with pytest.raises(ValueError, match=r"failed in module '1'"):
+        prenet.predict(model, batch=4, gpu="T4", input_shape=(6,), dataset_size=8)
+    assert all(now is before for now, before in zip(model.parameters(), weights))
+    assert all(p.device.type == "cpu" for p in model.parameters())

@@ -9,6 +9,7 @@ import argparse
 import os
 import statistics
 import time
+import warnings
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -18,6 +19,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
 import prenet  # noqa: E402
+from prenet.catalog import unmeasured_host_warning  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "validate_cpu.md"
 
@@ -74,7 +76,13 @@ CASES = [  # name, factory, input (shape or example), batches
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset-size", type=int, default=256)
+    parser.add_argument("--other-host", action="store_true",
+                        help="run on a CPU other than the measured host (the report says so)")
     args = parser.parse_args(argv)
+    other_host = unmeasured_host_warning("cpu")
+    if other_host and not args.other_host:
+        parser.exit(2, f"validate_cpu: {other_host}; predicted and measured times would be of different CPUs "
+                       "(pass --other-host to compare them anyway)\n")
     torch.set_num_threads(1)
     torch.manual_seed(0)
     rows, errors = [], []
@@ -82,7 +90,9 @@ def main(argv=None):
     for name, factory, inputs, batches in CASES:
         for batch in batches:
             model = factory()
-            estimate = prenet.predict(model, batch=batch, gpu="cpu", dataset_size=args.dataset_size, **inputs)
+            with warnings.catch_warnings():  # said once, in the report
+                warnings.simplefilter("ignore")
+                estimate = prenet.predict(model, batch=batch, gpu="cpu", dataset_size=args.dataset_size, **inputs)
             measured = prenet.measure(model, batch=batch, dataset_size=args.dataset_size, device="cpu", **inputs)
             error = abs(estimate.epoch_seconds - measured.epoch_seconds) / measured.epoch_seconds
             errors.append(error)
@@ -96,7 +106,7 @@ def main(argv=None):
         f"`.venv/bin/python bench/validate_cpu.py --dataset-size {args.dataset_size}` ({time.strftime('%Y-%m-%d')}, "
         f"{time.monotonic() - started:.0f} s; one thread; SGD with momentum; fp32). Measured: `prenet.measure` "
         "(protocol, epochs of the given size); predicted: `prenet.predict(gpu=\"cpu\")` with the packaged CPU "
-        "predictors.", "",
+        "predictors.", "", *([f"**Not the measured host**: {other_host}.", ""] if other_host else []),
         f"Median error {100 * statistics.median(errors):.1f}%, 90th percentile {100 * p90:.1f}% over {len(errors)} "
         "cases (targets: 10% and 20%).", "",
         "| model | batch | measured epoch s (min-max) | predicted s | error |", "| --- | --- | --- | --- | --- |",

@@ -203,3 +203,18 @@ def test_interval_scales_each_operator_by_its_kind_and_keeps_the_host_floor(tmp_
     low, high = estimate.interval_seconds
     assert low <= estimate.epoch_seconds <= high <= 2 * estimate.epoch_seconds + 1e-12
     assert low >= 0.5 * estimate.epoch_seconds - 1e-12 and "80% interval" in repr(estimate)
+
+
+def test_cpu_estimates_say_when_this_machine_is_not_the_measured_host(monkeypatch):
+    import warnings
+
+    from prenet import host_cost
+
+    monkeypatch.setattr(host_cost, "cpu_model", lambda: "Some Other CPU 9000")
+    with pytest.warns(UserWarning, match=r"this machine's CPU \(Some Other CPU 9000\) is not the host"):
+        prenet.predict(SmallCnn(), batch=4, gpu="cpu", input_shape=(3, 16, 16), dataset_size=8)
+    monkeypatch.setattr(host_cost, "cpu_model", lambda: "Intel(R) Xeon(R) Processor")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prenet.predict(SmallCnn(), batch=4, gpu="cpu", input_shape=(3, 16, 16), dataset_size=8)
+        prenet.predict(SmallCnn(), batch=4, gpu="T4", input_shape=(3, 16, 16), dataset_size=8)

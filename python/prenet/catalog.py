@@ -52,6 +52,19 @@ def device_catalog(name):
             raise ValueError(f"{gpu_error} (host CPUs: 'cpu' = {hosts})") from None
 
 
+def unmeasured_host_warning(host):
+    """None when this machine's CPU is the measured host `host` (a host catalog name: its aliases hold the CPU's
+    model name as /proc/cpuinfo gives it), else a sentence saying the estimate is for that host, not this CPU."""
+    from .host_cost import cpu_model
+
+    here = cpu_model()
+    row = host_catalog().find(host)
+    if here in row["aliases"] or here == row["name"]:
+        return None
+    return (f"this machine's CPU ({here}) is not the host the CPU predictors were measured on ({row['name']}, "
+            f"'{row['aliases'][-1]}'): the estimate is that host's time, not this machine's")
+
+
 def gpus():
     """The whole catalog as a pandas DataFrame, one row per accelerator."""
     import pandas as pd

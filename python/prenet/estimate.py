@@ -10,11 +10,12 @@ they add up. An epoch is ceil(dataset_size / batch) steps, the last one at the r
 """
 import functools
 import math
+import warnings
 from dataclasses import dataclass, field
 
 from . import host_cost, launch_gap, launch_queue, op_costs, op_trace, uncertainty
 from ._native import core
-from .catalog import host_catalog
+from .catalog import host_catalog, unmeasured_host_warning
 from .predictors import (MIXED_PRECISIONS, PACKAGED_UNSEEN_BUNDLE, check_precision, gpu_bundle_folder,
                          learned_timing, resolve)
 
@@ -216,12 +217,12 @@ def _owners(ops, works):
 @dataclass
 class _StepCost:
     """One step's costs, op by op in issue order (the optimizer's update last): host and device milliseconds and
-    each op's kind (for the interval's factors); `rows`: the per-op rows of Estimate.ops."""
+    each op's kind (for the interval's factors); `rows()`: the per-op rows of Estimate.ops."""
     host: object
     device: object
     kinds: list
     update_ms: float
-    rows: list
+    rows: object
 
     @property
     def device_ms(self):
@@ -262,11 +263,13 @@ def _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, cos
     else:  # the CPU predictors' times already include each operator's dispatch
         host_us = [0.0] * len(ops)
         update_host_us = modules * costs["module_call_us"] + len(parameters) * per_tensor
-    owners = _owners(ops, works)
-    rows = [{"module": owner, "phase": op.phase, "op": op.name, "kind": w.kind if w else None,
-             "how": b, "inputs": op.inputs, "outputs": op.outputs, "ms": t, "host_ms": 1e-3 * h,
-             "config": w.config if w else None, "count": w.count if w else 0}
-            for op, w, t, b, owner, h in zip(ops, works, ms, basis, owners, host_us)]
+
+    def rows():
+        return [{"module": owner, "phase": op.phase, "op": op.name, "kind": w.kind if w else None,
+                 "how": b, "inputs": op.inputs, "outputs": op.outputs, "ms": t, "host_ms": 1e-3 * h,
+                 "config": w.config if w else None, "count": w.count if w else 0}
+                for op, w, t, b, owner, h in zip(ops, works, ms, basis, _owners(ops, works), host_us)]
+
     return _StepCost(host=1e-3 * np.array(host_us + [update_host_us]), device=np.array(ms + [update_ms]),
                      kinds=[w.kind if w else None for w in works] + ["add"], update_ms=update_ms, rows=rows)
 
@@ -333,7 +336,9 @@ def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, d
     or "cpu" (this project's measured host CPU, one thread). Returns an Estimate."""
     _check(model, batch, dataset_size, optimizer, precision)
     check_precision(precision, gpu)  # an unknown GPU, or a mixed precision on the CPU, fails before tracing
-    resolve(gpu, bundle)
+    _, catalog, device = resolve(gpu, bundle)
+    if catalog is host_catalog() and (other_host := unmeasured_host_warning(device)):
+        warnings.warn(other_host, stacklevel=2)
     traced = trace_steps(model, batch, dataset_size, input_shape, example_input, precision)
     return estimate_traced(traced, model, batch, gpu, dataset_size, optimizer, precision, bundle)
 
@@ -386,5 +391,5 @@ def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", pr
     return Estimate(gpu=device, batch=batch, dataset_size=dataset_size, optimizer=optimizer, precision=precision,
                     step_seconds=1e-3 * step_ms, epoch_seconds=1e-3 * epoch_ms, iterations=len(sizes),
                     device_ms=step.device_ms, host_ms=step.host_ms, optimizer_ms=step.update_ms,
-                    tables=lambda: _layers_table(step.rows, catalog, device, step_ms), interval_seconds=interval,
+                    tables=lambda: _layers_table(step.rows(), catalog, device, step_ms), interval_seconds=interval,
                     extrapolation=reach, traced=how)

@@ -23,7 +23,7 @@ def _per_call_us(step, calls, repeats=15):
     return 1e6 * min(times) / calls  # the least disturbed run: the machine may be busy
 
 
-def _cpu_model():
+def cpu_model():
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
@@ -81,7 +81,7 @@ def measure():
         "module_call_us": _per_call_us(modules, n) - loop_us,
         "autograd_node_us": _per_call_us(backward, chain) - _per_call_us(forward_chain, chain),
         "optimizer_tensor_us": per_tensor,
-        "environment": {"host_cpu": _cpu_model(), "torch": torch.__version__,
+        "environment": {"host_cpu": cpu_model(), "torch": torch.__version__,
                         "python": platform.python_version(), "threads": 1, "date": time.strftime("%Y-%m-%d")},
     }
 

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from .estimate import _check, _input_maker
-from .host_cost import _cpu_model
+from .host_cost import cpu_model
 from .predictors import check_precision
 
 # Precisions as prenet.predict names them (prenet.predictors.PRECISIONS): "fp32" touches nothing (PyTorch's
@@ -78,7 +78,7 @@ def _loss(output):
 def _environment(model, device):
     import torch
 
-    env = {"host_cpu": _cpu_model(), "torch": torch.__version__,
+    env = {"host_cpu": cpu_model(), "torch": torch.__version__,
            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available()
            else None, "params": sum(p.numel() for p in model.parameters()), "model": type(model).__name__}
     if device.type == "cuda":

@@ -16,6 +16,8 @@ VIEWS = {"view", "_reshape_alias", "_unsafe_view", "reshape", "t", "transpose", 
          "_to_copy_noop", "new_empty", "new_empty_strided", "expand_as", "view_as", "narrow", "unflatten", "flatten"}
 
 
+# The 2-byte floating types a mixed-precision step runs its narrow kernels in.
+NARROW_FLOATS = {"bfloat16", "float16"}
 # Bytes per element by dtype name as op_trace records it; a dtype not named (or not recorded) counts 4.
 ITEMSIZE = {"float64": 8, "int64": 8, "complex64": 8, "float32": 4, "int32": 4, "bfloat16": 2, "float16": 2,
             "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
@@ -58,6 +60,8 @@ def moved_bytes(op):
 
 def runs_narrow(op):
     """Whether the op's floating tensors are mostly 2-byte ones (by elements): a bf16/fp16 kernel."""
+    if not NARROW_FLOATS.intersection(op.input_dtypes) and not NARROW_FLOATS.intersection(op.output_dtypes):
+        return False
     floating = [(numel(s), ITEMSIZE[d]) for s, d in _tensors(op) if d and d.startswith(("float", "bfloat"))]
     elements = sum(n for n, _ in floating)
     return elements > 0 and sum(n * size for n, size in floating) < 3 * elements

@@ -17,11 +17,15 @@ namespace prenet::regressors {
 
 namespace {
 
-struct Tree {
-    std::vector<std::int32_t> left, right, feature;
-    std::vector<float> threshold;  // split condition, or the leaf value where left == -1
-    std::vector<std::uint8_t> default_left;
+// One node in one record (a walk touches one cache line per level): children indices (left == -1 at a leaf),
+// the input it splits on, the split condition or leaf value, and where a missing value goes.
+struct Node {
+    std::int32_t left, right, feature;
+    float threshold;
+    bool default_left;
 };
+
+using Tree = std::vector<Node>;
 
 template <typename T>
 std::vector<T> numbers(const nlohmann::json& values) {
@@ -32,23 +36,27 @@ std::vector<T> numbers(const nlohmann::json& values) {
 }
 
 Tree read_tree(const nlohmann::json& j, std::size_t inputs, const std::string& where) {
-    Tree t{numbers<std::int32_t>(j.at("left_children")), numbers<std::int32_t>(j.at("right_children")),
-           numbers<std::int32_t>(j.at("split_indices")), numbers<float>(j.at("split_conditions")),
-           numbers<std::uint8_t>(j.at("default_left"))};
-    const auto nodes = static_cast<std::int32_t>(t.left.size());
-    if (nodes == 0 || t.right.size() != t.left.size() || t.feature.size() != t.left.size() ||
-        t.threshold.size() != t.left.size() || t.default_left.size() != t.left.size()) {
+    const auto left = numbers<std::int32_t>(j.at("left_children"));
+    const auto right = numbers<std::int32_t>(j.at("right_children"));
+    const auto feature = numbers<std::int32_t>(j.at("split_indices"));
+    const auto threshold = numbers<float>(j.at("split_conditions"));
+    const auto default_left = numbers<std::uint8_t>(j.at("default_left"));
+    const auto nodes = static_cast<std::int32_t>(left.size());
+    if (nodes == 0 || right.size() != left.size() || feature.size() != left.size() ||
+        threshold.size() != left.size() || default_left.size() != left.size()) {
         throw std::runtime_error(where + ": node arrays of different lengths");
     }
+    Tree tree(left.size());
     for (std::int32_t n = 0; n < nodes; ++n) {
-        if (t.left[n] == -1) continue;
+        tree[n] = Node{left[n], right[n], feature[n], threshold[n], default_left[n] != 0};
+        if (left[n] == -1) continue;
         // Children come after their parent, so every walk ends at a leaf.
-        if (t.left[n] <= n || t.left[n] >= nodes || t.right[n] <= n || t.right[n] >= nodes ||
-            t.feature[n] < 0 || t.feature[n] >= static_cast<std::int32_t>(inputs)) {
+        if (left[n] <= n || left[n] >= nodes || right[n] <= n || right[n] >= nodes || feature[n] < 0 ||
+            feature[n] >= static_cast<std::int32_t>(inputs)) {
             throw std::runtime_error(where + ": node " + std::to_string(n) + " points outside the tree or the inputs");
         }
     }
-    return t;
+    return tree;
 }
 
 class TreeEnsemble : public Regressor {
@@ -81,21 +89,27 @@ public:
             throw std::invalid_argument("model expects " + std::to_string(inputs_) + " features, got " +
                                         std::to_string(inputs.cols()));
         }
-        Eigen::VectorXd out(inputs.rows());
-        std::vector<float> row(inputs_);
-        for (Eigen::Index r = 0; r < inputs.rows(); ++r) {
-            for (std::size_t c = 0; c < inputs_; ++c) row[c] = static_cast<float>(inputs(r, static_cast<Eigen::Index>(c)));
-            double sum = base_score_;
-            for (const Tree& t : trees_) {
-                std::int32_t node = 0;
-                while (t.left[node] != -1) {
-                    const float x = row[t.feature[node]];
-                    const bool left = std::isnan(x) ? t.default_left[node] != 0 : x < t.threshold[node];
-                    node = left ? t.left[node] : t.right[node];
-                }
-                sum += t.threshold[node];
+        // Rows as float32 (xgboost's input type), row-major; then tree by tree over all rows, so that each tree is
+        // read from memory once per call rather than once per row.
+        const auto rows = static_cast<std::size_t>(inputs.rows());
+        std::vector<float> values(rows * inputs_);
+        for (std::size_t r = 0; r < rows; ++r) {
+            for (std::size_t c = 0; c < inputs_; ++c) {
+                values[r * inputs_ + c] = static_cast<float>(inputs(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(c)));
             }
-            out[r] = sum;
+        }
+        Eigen::VectorXd out = Eigen::VectorXd::Constant(inputs.rows(), base_score_);
+        for (const Tree& tree : trees_) {
+            for (std::size_t r = 0; r < rows; ++r) {
+                const float* row = values.data() + r * inputs_;
+                const Node* node = tree.data();
+                while (node->left != -1) {
+                    const float x = row[node->feature];
+                    node = tree.data() + ((std::isnan(x) ? node->default_left : x < node->threshold) ? node->left
+                                                                                                      : node->right);
+                }
+                out[static_cast<Eigen::Index>(r)] += node->threshold;
+            }
         }
         return out;
     }

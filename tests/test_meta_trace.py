@@ -126,3 +126,10 @@ def test_weights_are_restored_when_the_model_fails_on_meta():
         prenet.predict(model, batch=4, gpu="T4", input_shape=(6,), dataset_size=8)
     assert all(now is before for now, before in zip(model.parameters(), weights))
     assert all(p.device.type == "cpu" for p in model.parameters())
+
+
+def test_each_module_keeps_its_own_mode():
+    model = torchvision.models.resnet18(weights=None).train()
+    model.bn1.eval()  # frozen statistics in a model being fine-tuned
+    prenet.predict(model, batch=4, gpu="T4", input_shape=(3, 32, 32), dataset_size=8)
+    assert model.training and not model.bn1.training and model.layer1[0].bn1.training

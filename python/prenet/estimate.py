@@ -350,12 +350,13 @@ def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None
     (prenet.autocast_policy)."""
     make_inputs = _input_maker(model, input_shape, example_input)
     sizes = [batch] * (dataset_size // batch) + ([dataset_size % batch] if dataset_size % batch else [])
-    was_training = model.training
-    model.train()
+    modes = [(module, module.training) for module in model.modules()]
+    model.train()  # a training step, as the model's own train() sets it up; each module's mode restored after
     try:
         ops, how = op_trace.trace_batches(model, make_inputs, sorted(set(sizes)), precision in MIXED_PRECISIONS)
     finally:
-        model.train(was_training)
+        for module, training in modes:
+            module.training = training
     return ops, sizes, how
 
 

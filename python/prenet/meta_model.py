@@ -105,7 +105,7 @@ def to_meta(value):
 @contextlib.contextmanager
 def weights_on_meta(model):
     """Within the block, every parameter and buffer of `model` is a meta twin (one twin per tensor, so tied
-    weights stay tied); set with setattr, which also keeps recurrent layers' flat weight lists current."""
+    weights stay tied)."""
     twins, swapped = {}, []
     try:
         for module in model.modules():
@@ -117,14 +117,17 @@ def weights_on_meta(model):
                         twins[id(tensor)] = meta_twin(tensor)
                     twin = twins[id(tensor)]
                     swapped.append((module, store, name, tensor))
-                    if store == "_parameters":
-                        setattr(module, name, twin)
-                    else:
-                        module._buffers[name] = twin
+                    _put(module, store, name, twin)
         yield model
     finally:
         for module, store, name, tensor in reversed(swapped):
-            if store == "_parameters":
-                setattr(module, name, tensor)
-            else:
-                module._buffers[name] = tensor
+            _put(module, store, name, tensor)
+
+
+def _put(module, store, name, tensor):
+    """Sets a parameter or buffer in place; through setattr where a module keeps its own list of its weights (a
+    recurrent layer's flat weights), directly otherwise (setattr re-registers, at several times the cost)."""
+    if hasattr(module, "_flat_weights_names"):
+        setattr(module, name, tensor)
+    else:
+        getattr(module, store)[name] = tensor

@@ -130,19 +130,23 @@ def trace_once(model, inputs, autocast=False, meta=False):
     from .autocast_policy import CudaAutocast
     from .meta_model import to_meta, weights_on_meta
 
+    from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+
     recorder = _recorder(meta)
-    def enter(label):
-        def hook(module, inputs):
+    labels = {id(module): name or type(module).__name__ for name, module in model.named_modules()}
+
+    def enter(module, inputs):
+        label = labels.get(id(module))
+        if label is not None:
             recorder.modules.append(label)
-        return hook
 
     def leave(module, inputs, output):
-        recorder.modules.pop()
+        if id(module) in labels:
+            recorder.modules.pop()
 
-    handles = []
-    for name, module in model.named_modules():
-        handles.append(module.register_forward_pre_hook(enter(name or type(module).__name__)))
-        handles.append(module.register_forward_hook(leave))
+    # One pair of hooks on every module call, kept to this model's modules (a pair per module costs more to
+    # register than the whole forward pass on meta tensors).
+    handles = [register_module_forward_pre_hook(enter), register_module_forward_hook(leave)]
     if meta:
         inputs = to_meta(inputs)
     else:

@@ -2,11 +2,12 @@
 (issue 7's target: prediction at a fraction of the cost of training).
 
 For two MLPs on 64 inputs and 10 classes (the validation's, and one of 1.1M parameters), the kernel on 256
-samples (predict_steps' default subset and projection) is timed in its three parts as
-prenet.tangent_kernel.gram_matrix runs them (per-sample Jacobians with
-vmap(jacrev), the CountSketch projection where parameters exceed projection_dim, the Gram product), in float64
-as predict_steps computes it, beside one SGD step (momentum 0.9, batch 32, float32) of the same network; the last
-column is how many training steps cost as much as the kernel.
+samples (predict_steps' default subset and projection), in float64 as predict_steps computes it, is timed two
+ways: as prenet.tangent_kernel.gram_matrix computes it now (linear layers factored from their inputs and
+sensitivities, prenet.linear_layer_kernel: exact) and by the explicit Jacobian it used before (per-sample
+Jacobians with vmap(jacrev), the CountSketch projection where parameters exceed projection_dim, the Gram product,
+each part timed), beside one SGD step (momentum 0.9, batch 32, float32) of the same network; "steps" columns say
+how many training steps cost as much as each kernel.
 
 Run:  .venv/bin/python bench/tangent_kernel_cost.py   (about 2 minutes; torch's default threads)
 Writes bench/results/tangent_kernel_cost.md.
@@ -48,6 +49,12 @@ def kernel_parts(model, inputs, projection_dim):
     return jacobian_s, projection_s, time.perf_counter() - started
 
 
+def factored_s(model, inputs):
+    started = time.perf_counter()
+    tangent_kernel.gram_matrix(model, inputs)
+    return time.perf_counter() - started
+
+
 def training_step_s(model):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x, y = torch.randn(BATCH, 64), torch.randint(10, (BATCH,))
@@ -65,16 +72,19 @@ def main():
     lines = ["# What the tangent kernel costs, against training steps", "",
              f"`.venv/bin/python bench/tangent_kernel_cost.py` ({time.strftime('%Y-%m-%d')}; torch "
              f"{torch.__version__}, {torch.get_num_threads()} thread(s)). Kernel on {SAMPLES} samples x 10 outputs "
-             f"in float64, CountSketch to {PROJECTION} columns where parameters exceed it; SGD step at batch {BATCH}.",
-             "", "| network | parameters | Jacobian s | projection s | Gram s | kernel s | training step ms | "
-             "steps costing the kernel |", "|---|---|---|---|---|---|---|---|"]
+             f"in float64; explicit: CountSketch to {PROJECTION} columns where parameters exceed it; SGD step at "
+             f"batch {BATCH}.", "",
+             "| network | parameters | training step ms | factored kernel s | steps | explicit: Jacobian s | "
+             "projection s | Gram s | explicit kernel s | steps |", "|---|---|---|---|---|---|---|---|---|---|"]
     for name, model in (("64-64-64-10 MLP (bench/validate_steps.py's)", mlp(64, 2)),
                         ("64-1024-1024-10 MLP", mlp(1024, 2))):
         parameters = sum(p.numel() for p in model.parameters())
         parts = kernel_parts(model, inputs, PROJECTION)
+        factored = factored_s(model, inputs)
         step = training_step_s(model)
-        lines.append(f"| {name} | {parameters:,} | {parts[0]:.1f} | {parts[1]:.1f} | {parts[2]:.1f} | "
-                     f"{sum(parts):.1f} | {1e3 * step:.2f} | {sum(parts) / step:,.0f} |")
+        lines.append(f"| {name} | {parameters:,} | {1e3 * step:.2f} | {factored:.2f} | {factored / step:,.0f} | "
+                     f"{parts[0]:.1f} | {parts[1]:.1f} | {parts[2]:.1f} | {sum(parts):.1f} | "
+                     f"{sum(parts) / step:,.0f} |")
         print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

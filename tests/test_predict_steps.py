@@ -181,7 +181,9 @@ def test_projected_kernel_approximates_the_exact_one():
     inputs = torch.randn(10, 12)
     exact, f0, parameters, projected = gram_matrix(model, inputs)
     assert projected is None and parameters == 12 * 40 + 40 + 40 * 3 + 3
-    sketched, f0_again, _, projected = gram_matrix(model, inputs, projection_dim=300, seed=1)
+    # linear layers are factored exactly unless told otherwise: the sketch covers whatever is not
+    assert gram_matrix(model, inputs, projection_dim=300)[3] is None
+    sketched, f0_again, _, projected = gram_matrix(model, inputs, projection_dim=300, seed=1, factor_linear=False)
     assert projected == 300
     np.testing.assert_array_equal(f0, f0_again)
     assert np.linalg.norm(sketched - exact) < 0.25 * np.linalg.norm(exact)
@@ -195,6 +197,47 @@ def test_projected_kernel_approximates_the_exact_one():
     for p in range(parameters):
         columns[:, bucket[p]] += sign[p] * jacobian[:, p]
     np.testing.assert_allclose(sketched, (columns @ columns.T).numpy(), rtol=1e-12, atol=1e-12)
+
+
+class SharedLayer(torch.nn.Module):
+    """One linear layer run twice (not factored) before a factored one."""
+    def __init__(self):
+        super().__init__()
+        self.twice, self.head = torch.nn.Linear(6, 6), torch.nn.Linear(6, 3)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.twice(torch.tanh(self.twice(x)))))
+
+
+@pytest.mark.parametrize("build, features", [
+    (lambda: torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4)), 8),
+    (lambda: torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.GELU(),
+                                 torch.nn.Linear(16, 16, bias=False), torch.nn.BatchNorm1d(16),
+                                 torch.nn.Linear(16, 3)), 8),
+    (SharedLayer, 6),
+], ids=["mlp", "norms-and-no-bias", "shared-layer"])
+def test_factored_linear_layers_give_the_exact_kernel(build, features):
+    from prenet.linear_layer_kernel import qualifying_layers
+
+    torch.manual_seed(0)
+    model = build().eval()
+    inputs = torch.randn(12, features)
+    factored, f0, parameters, _ = gram_matrix(model, inputs)
+    explicit, f0_explicit, _, _ = gram_matrix(model, inputs, factor_linear=False)
+    np.testing.assert_allclose(factored, explicit, rtol=1e-10, atol=1e-12 * np.abs(explicit).max())
+    np.testing.assert_array_equal(f0, f0_explicit)
+    if isinstance(model, SharedLayer):
+        assert set(qualifying_layers(model, inputs)) == {"head"}
+
+
+def test_a_frozen_bias_adds_nothing():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 2))
+    model[0].bias.requires_grad_(False)
+    inputs = torch.randn(9, 5)
+    np.testing.assert_allclose(gram_matrix(model, inputs)[0], gram_matrix(model, inputs, factor_linear=False)[0],
+                               rtol=1e-10, atol=1e-14)
+    assert gram_matrix(model, inputs)[2] == 5 * 7 + 7 * 2 + 2
 
 
 @pytest.mark.parametrize("arguments, message", [

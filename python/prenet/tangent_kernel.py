@@ -5,7 +5,9 @@ all of its training dynamics on a set of n inputs live in the Gram matrix Theta 
 per-output Jacobian rows (n*K x n*K for K outputs). This module computes Theta with functorch (vmap over samples of
 jacrev), in chunks of samples so that memory stays bounded, and, when the model has more parameters than
 `projection_dim`, on a CountSketch random projection of the Jacobian rows (an unbiased estimate of every inner
-product, Weinberger et al. 2009 / Charikar et al. 2002), which never holds a full P-wide Jacobian.
+product, Weinberger et al. 2009 / Charikar et al. 2002), which never holds a full P-wide Jacobian. Linear
+layers' shares are factored from their inputs and output sensitivities instead (prenet.linear_layer_kernel: exact,
+and cheaper by the ratio of a layer's weights to its width), so only the other parameters need a Jacobian.
 
 Nested subsets (the first m of the sample) are blocks of the same kernel, used to extrapolate to the full data set;
 eigen-decompositions (for the closed-form MSE curve) are computed on demand.
@@ -101,16 +103,19 @@ class TangentKernel:
         return self.gram[:rows, :rows]
 
 
-def jacobian_chunks(model, inputs, dtype=None, progress=False):
-    """Yields the Jacobian of the model's outputs with respect to its trainable parameters, a chunk of samples
-    at a time (at most CHUNK_BYTES each), as (samples, outputs, parameters) tensors in `dtype` (float64 by
-    default), parameters in model.named_parameters() order."""
+def jacobian_chunks(model, inputs, dtype=None, progress=False, parameters=None):
+    """Yields the Jacobian of the model's outputs with respect to its trainable parameters (those named in
+    `parameters` only, when given), a chunk of samples at a time (at most CHUNK_BYTES each), as (samples, outputs,
+    parameters) tensors in `dtype` (float64 by default), parameters in model.named_parameters() order."""
     import torch
     from tqdm.auto import tqdm
 
     functional_call, vmap, jacrev = _functional()
     dtype = dtype or torch.float64
     params, frozen = _state(model, dtype)
+    if parameters is not None:
+        frozen.update({k: v for k, v in params.items() if k not in parameters})
+        params = {k: v for k, v in params.items() if k in parameters}
     if not params:
         raise ValueError("the model has no trainable parameters to linearise")
     n_params = sum(v.numel() for v in params.values())
@@ -139,11 +144,15 @@ def count_sketch(parameters, columns, seed=0, dtype=None):
     return torch.sparse_coo_tensor(torch.stack([bucket, torch.arange(parameters)]), sign, (columns, parameters))
 
 
-def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress=False):
+def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress=False, factor_linear=True):
     """(Theta, f0, parameters, projected_dim) for `inputs` (n samples): Theta is the (n*K x n*K) Gram matrix of
     the Jacobian rows of the model's outputs with respect to its trainable parameters, ordered sample-major
-    (row i*K + k is output k of sample i)."""
+    (row i*K + k is output k of sample i). `factor_linear`: linear layers' shares from their inputs and
+    sensitivities (prenet.linear_layer_kernel; exact, no Jacobian over their weights), the other parameters' from
+    their Jacobian, CountSketch-projected when they number more than `projection_dim`."""
     import torch
+
+    from .linear_layer_kernel import linear_layers_gram, qualifying_layers
 
     dtype = dtype or torch.float64
     f0 = model_outputs(model, inputs, dtype)
@@ -151,16 +160,27 @@ def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress
     limit = DEFAULT_PROJECTION_DIM if projection_dim is None else int(projection_dim)
     if limit < 1:
         raise ValueError(f"projection_dim must be a positive integer or None, not {projection_dim!r}")
-    project = n_params > limit
-    sketch = count_sketch(n_params, limit, seed, dtype) if project else None
-    rows = []
-    for block in jacobian_chunks(model, inputs, dtype, progress):
-        flat = block.reshape(-1, n_params)
-        if project:
-            flat = torch.sparse.mm(sketch, flat.T).T
-        rows.append(flat)
-    rows = torch.cat(rows)
-    return (rows @ rows.T).numpy(), f0, n_params, (limit if project else None)
+    x = inputs.to(dtype) if torch.is_floating_point(inputs) else inputs
+    layers = qualifying_layers(model, inputs) if factor_linear else {}
+    factored = {f"{name}.{p}" for name, layer in layers.items() for p, v in layer.named_parameters()
+                if v.requires_grad}
+    rest = [name for name, v in model.named_parameters() if v.requires_grad and name not in factored]
+    theta = None
+    if layers:
+        trainable, frozen = _state(model, dtype)
+        theta = linear_layers_gram(model, {**trainable, **frozen}, x, layers)
+    rest_params = sum(v.numel() for name, v in model.named_parameters() if name in set(rest))
+    project = rest_params > limit
+    if rest:
+        sketch = count_sketch(rest_params, limit, seed, dtype) if project else None
+        rows = []
+        for block in jacobian_chunks(model, inputs, dtype, progress, parameters=set(rest)):
+            flat = block.reshape(-1, rest_params)
+            rows.append(torch.sparse.mm(sketch, flat.T).T if project else flat)
+        rows = torch.cat(rows)
+        explicit = (rows @ rows.T).numpy()
+        theta = explicit if theta is None else theta + explicit
+    return theta, f0, n_params, (limit if project else None)
 
 
 def tangent_kernel(model, inputs, projection_dim=None, seed=0, dtype=None, progress=False):

@@ -4,6 +4,7 @@
 // Semantics follow xgboost's predictor: inputs as float32, go left when x < split_condition (a missing value,
 // NaN, follows default_left), leaf values in split_conditions; output = base_score + sum of leaves
 // (reg:squarederror, identity link; a forest's leaves are already divided by its tree count).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -17,15 +18,21 @@ namespace prenet::regressors {
 
 namespace {
 
-// One node in one record (a walk touches one cache line per level): children indices (left == -1 at a leaf),
-// the input it splits on, the split condition or leaf value, and where a missing value goes.
+// One node in one record (a walk touches one cache line per level): the child to go to when the split says
+// right (0) or left (1), the input it splits on, the split condition (at a leaf: the leaf value), and where a
+// missing value goes. A leaf's children are the leaf itself, so a walk may run past it without a branch.
 struct Node {
-    std::int32_t left, right, feature;
+    std::int32_t child[2];
+    std::int32_t feature;
     float threshold;
     bool default_left;
 };
 
-using Tree = std::vector<Node>;
+// A tree's nodes, root first, and its depth (the most splits on a path from the root to a leaf).
+struct Tree {
+    std::vector<Node> nodes;
+    int depth = 0;
+};
 
 template <typename T>
 std::vector<T> numbers(const nlohmann::json& values) {
@@ -46,18 +53,27 @@ Tree read_tree(const nlohmann::json& j, std::size_t inputs, const std::string& w
         threshold.size() != left.size() || default_left.size() != left.size()) {
         throw std::runtime_error(where + ": node arrays of different lengths");
     }
-    Tree tree(left.size());
+    Tree tree{std::vector<Node>(left.size())};
+    std::vector<int> depth(left.size(), 0);
     for (std::int32_t n = 0; n < nodes; ++n) {
-        tree[n] = Node{left[n], right[n], feature[n], threshold[n], default_left[n] != 0};
-        if (left[n] == -1) continue;
+        if (left[n] == -1) {  // a leaf
+            tree.nodes[n] = Node{{n, n}, 0, threshold[n], false};
+            continue;
+        }
         // Children come after their parent, so every walk ends at a leaf.
         if (left[n] <= n || left[n] >= nodes || right[n] <= n || right[n] >= nodes || feature[n] < 0 ||
             feature[n] >= static_cast<std::int32_t>(inputs)) {
             throw std::runtime_error(where + ": node " + std::to_string(n) + " points outside the tree or the inputs");
         }
+        tree.nodes[n] = Node{{right[n], left[n]}, feature[n], threshold[n], default_left[n] != 0};
+        depth[left[n]] = depth[right[n]] = depth[n] + 1;
+        tree.depth = std::max(tree.depth, depth[n] + 1);
     }
     return tree;
 }
+
+// Trees walked side by side for one row.
+constexpr std::size_t kLanes = 8;
 
 class TreeEnsemble : public Regressor {
 public:
@@ -89,8 +105,10 @@ public:
             throw std::invalid_argument("model expects " + std::to_string(inputs_) + " features, got " +
                                         std::to_string(inputs.cols()));
         }
-        // Rows as float32 (xgboost's input type), row-major; then tree by tree over all rows, so that each tree is
-        // read from memory once per call rather than once per row.
+        // Rows as float32 (xgboost's input type), row-major; then kLanes trees at a time over all rows: those trees
+        // are read from memory once per call, and their walks, independent of each other and free of branches on
+        // the data (a mispredicted split costs more than the split), overlap; each walks its tree's depth, a leaf
+        // pointing to itself.
         const auto rows = static_cast<std::size_t>(inputs.rows());
         std::vector<float> values(rows * inputs_);
         for (std::size_t r = 0; r < rows; ++r) {
@@ -99,16 +117,23 @@ public:
             }
         }
         Eigen::VectorXd out = Eigen::VectorXd::Constant(inputs.rows(), base_score_);
-        for (const Tree& tree : trees_) {
+        for (std::size_t first = 0; first < trees_.size(); first += kLanes) {
+            const std::size_t lanes = std::min(kLanes, trees_.size() - first);
+            int levels = 0;
+            for (std::size_t l = 0; l < lanes; ++l) levels = std::max(levels, trees_[first + l].depth);
             for (std::size_t r = 0; r < rows; ++r) {
                 const float* row = values.data() + r * inputs_;
-                const Node* node = tree.data();
-                while (node->left != -1) {
-                    const float x = row[node->feature];
-                    node = tree.data() + ((std::isnan(x) ? node->default_left : x < node->threshold) ? node->left
-                                                                                                      : node->right);
+                std::int32_t at[kLanes] = {};
+                for (int level = 0; level < levels; ++level) {
+                    for (std::size_t l = 0; l < lanes; ++l) {
+                        const Node& node = trees_[first + l].nodes[at[l]];
+                        const float x = row[node.feature];
+                        // left when x < split, or when x is missing and missing values go left (no branch on x)
+                        at[l] = node.child[(x < node.threshold) | (std::isnan(x) & node.default_left)];
+                    }
                 }
-                out[static_cast<Eigen::Index>(r)] += node->threshold;
+                double& sum = out[static_cast<Eigen::Index>(r)];
+                for (std::size_t l = 0; l < lanes; ++l) sum += trees_[first + l].nodes[at[l]].threshold;  // tree order
             }
         }
         return out;

@@ -13,7 +13,7 @@ import torchvision
 
 import prenet
 
-REPEATS = 5
+REPEATS = 15
 CASES = [("resnet50", "V100"), ("resnet50", "H100"), ("resnet18", "V100")]
 
 

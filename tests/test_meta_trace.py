@@ -133,3 +133,21 @@ def test_each_module_keeps_its_own_mode():
     model.bn1.eval()  # frozen statistics in a model being fine-tuned
     prenet.predict(model, batch=4, gpu="T4", input_shape=(3, 32, 32), dataset_size=8)
     assert model.training and not model.bn1.training and model.layer1[0].bn1.training
+
+
+def test_recording_without_torch_113s_python_mode_stack_changes_nothing():
+    model = torchvision.models.resnet18(weights=None).train()
+    x = image_batch(4, "meta")
+    direct = op_trace.trace_once(model, x, meta=True, direct_mode=True)
+    stacked = op_trace.trace_once(model, x, meta=True, direct_mode=False)
+    assert signature(direct) == signature(stacked)
+    assert torch._C._len_torch_dispatch_stack() == 0, "no mode is left behind"
+
+
+def test_weights_on_meta_swaps_a_recurrent_layers_flat_weights_and_restores_them():
+    lstm = nn.LSTM(4, 6)
+    originals = list(lstm._flat_weights)
+    with meta_model.weights_on_meta(lstm):
+        assert all(w.device.type == "meta" for w in lstm._flat_weights)
+        assert lstm(torch.empty(3, 2, 4, device="meta"))[0].shape == (3, 2, 6)
+    assert all(now is before for now, before in zip(lstm._flat_weights, originals))

@@ -277,19 +277,19 @@ def _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, cos
 def _epoch_ms(steps, on_gpu, scale=None, host_scale=1.0):
     """Milliseconds of the steps run in order: on a GPU through the launch queue (prenet.launch_queue), on the CPU
     one after another. `scale(step)`: per-op factors on device times, `host_scale` a factor on host times (the
-    interval's bounds); each distinct step is scaled once."""
-    scaled = {}
+    interval's bounds); each distinct step is costed once."""
+    summaries = {}
 
-    def device(step):
-        if scale is None:
-            return step.device
-        if id(step) not in scaled:
-            scaled[id(step)] = step.device * scale(step)
-        return scaled[id(step)]
+    def summary(step):
+        if id(step) not in summaries:
+            device = step.device if scale is None else step.device * scale(step)
+            summaries[id(step)] = (launch_queue.summarize(host_scale * step.host, device) if on_gpu else
+                                   step.host_ms + float(device.sum()))
+        return summaries[id(step)]
 
     if on_gpu:
-        return launch_queue.epoch_ms([(host_scale * step.host, device(step)) for step in steps])
-    return sum(step.host_ms + float(device(step).sum()) for step in steps)
+        return launch_queue.epoch_ms([summary(step) for step in steps])
+    return sum(summary(step) for step in steps)
 
 
 def _layers_table(rows, catalog, device, step_ms):
@@ -351,7 +351,8 @@ def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None
     make_inputs = _input_maker(model, input_shape, example_input)
     sizes = [batch] * (dataset_size // batch) + ([dataset_size % batch] if dataset_size % batch else [])
     modes = [(module, module.training) for module in model.modules()]
-    model.train()  # a training step, as the model's own train() sets it up; each module's mode restored after
+    if not all(training for _, training in modes):
+        model.train()  # a training step, as the model's own train() sets it up; each module's mode restored after
     try:
         ops, how = op_trace.trace_batches(model, make_inputs, sorted(set(sizes)), precision in MIXED_PRECISIONS)
     finally:

@@ -5,33 +5,47 @@ for the device (the protocol synchronises only at the epoch's ends), so the host
 For kernels i = 1..n issued at times t_i (the host's running total of its own costs), with device times d_i:
     end_i = max(t_i, end_{i-1}) + d_i,
 which unrolls to end_n = max(end_0 + sum_i d_i, max_i (t_i + sum_{j >= i} d_j)) (a max-plus recurrence), evaluated
-here with array operations over all of an epoch's ops at once. An epoch ends when both the host and the device
-are done.
+with array operations once per distinct step (StepSummary) and then step by step. An epoch ends when both the
+host and the device are done.
 """
+from dataclasses import dataclass
+
 import numpy as np
 
 
+@dataclass(frozen=True)
+class StepSummary:
+    """What the queue needs of one step: the host's total, the device's total, and the lag
+    max_i (t_i + sum_{j >= i} d_j), t_i the host's running total at op i from the step's start (the latest the
+    device can finish the step when it starts it idle)."""
+    host_ms: float
+    device_ms: float
+    lag_ms: float
+
+
+def summarize(host_ms, device_ms):
+    """The StepSummary of a step given op by op: equal-length arrays of host and device milliseconds (an op
+    without a kernel has device time 0)."""
+    host_ms, device_ms = np.asarray(host_ms, float), np.asarray(device_ms, float)
+    if host_ms.shape != device_ms.shape:
+        raise ValueError(f"host and device times differ in length ({host_ms.shape} vs {device_ms.shape})")
+    if not len(host_ms):
+        return StepSummary(0.0, 0.0, 0.0)
+    after = np.cumsum(device_ms[::-1])[::-1]  # device time from each kernel to the step's end
+    return StepSummary(float(host_ms.sum()), float(after[0]), float(np.max(np.cumsum(host_ms) + after)))
+
+
 def run(steps, host_start=0.0, device_end=0.0):
-    """(host time, device end) after issuing `steps` in order: each an (host_ms, device_ms) pair of equal-length
-    arrays, op by op (an op without a kernel has device time 0)."""
-    for host_ms, device_ms in steps:
-        host_ms, device_ms = np.asarray(host_ms, float), np.asarray(device_ms, float)
-        if host_ms.shape != device_ms.shape:
-            raise ValueError(f"host and device times differ in length ({host_ms.shape} vs {device_ms.shape})")
-        if not len(host_ms):
-            continue
-        issued = host_start + np.cumsum(host_ms)
-        after = np.cumsum(device_ms[::-1])[::-1]  # device time from each kernel to the step's end
-        device_end = max(device_end + after[0], float(np.max(issued + after)))
-        host_start = float(issued[-1])
+    """(host time, device end) after issuing `steps` in order: each a StepSummary or an (host_ms, device_ms)
+    pair of arrays (summarize); a step repeated is best summarized once."""
+    for step in steps:
+        step = step if isinstance(step, StepSummary) else summarize(*step)
+        device_end = max(device_end + step.device_ms, host_start + step.lag_ms)
+        host_start += step.host_ms
     return host_start, device_end
 
 
 def epoch_ms(steps):
     """Milliseconds from the first issue to the end of the last kernel (or of the host's work, if later)."""
-    steps = list(steps)
-    if not steps:
-        return 0.0
-    host, device = run([(np.concatenate([np.asarray(h, float) for h, _ in steps]),
-                         np.concatenate([np.asarray(d, float) for _, d in steps]))])
+    host, device = run(steps)
     return max(host, device)

@@ -109,25 +109,25 @@ def weights_on_meta(model):
     twins, swapped = {}, []
     try:
         for module in model.modules():
-            for store in ("_parameters", "_buffers"):
-                for name, tensor in list(getattr(module, store).items()):
+            # a recurrent layer keeps its own list of its weights, which setattr updates; elsewhere the tensor is
+            # set in place (setattr re-registers, at several times the cost)
+            recurrent = isinstance(module, torch.nn.RNNBase)
+            for store in (module._parameters, module._buffers):
+                for name, tensor in list(store.items()):
                     if tensor is None:
                         continue
                     if id(tensor) not in twins:
                         twins[id(tensor)] = meta_twin(tensor)
-                    twin = twins[id(tensor)]
-                    swapped.append((module, store, name, tensor))
-                    _put(module, store, name, twin)
+                    swapped.append((module, store, name, tensor, recurrent))
+                    _put(module, store, name, twins[id(tensor)], recurrent)
         yield model
     finally:
-        for module, store, name, tensor in reversed(swapped):
-            _put(module, store, name, tensor)
+        for module, store, name, tensor, recurrent in reversed(swapped):
+            _put(module, store, name, tensor, recurrent)
 
 
-def _put(module, store, name, tensor):
-    """Sets a parameter or buffer in place; through setattr where a module keeps its own list of its weights (a
-    recurrent layer's flat weights), directly otherwise (setattr re-registers, at several times the cost)."""
-    if hasattr(module, "_flat_weights_names"):
+def _put(module, store, name, tensor, recurrent):
+    if recurrent:
         setattr(module, name, tensor)
     else:
-        getattr(module, store)[name] = tensor
+        store[name] = tensor

@@ -61,22 +61,57 @@ def _tensors(values):
     return found
 
 
-def _recorder(meta=False):
+def _direct_mode_setter():
+    """torch 1.13 keeps its stack of dispatch modes in Python: every operator passes through a Python frame that
+    pops the mode, calls it and pushes it back (a third of a meta trace's time). There, with no other mode
+    active, the recorder installs itself as the C++ dispatch mode directly and steps aside around each call;
+    returns that setter, or None where this does not apply (any other PyTorch, or a mode already active)."""
+    import torch
+
+    setter = getattr(torch._C, "_set_torch_dispatch_mode", None)
+    if not torch.__version__.startswith("1.13.") or setter is None or torch._C._len_torch_dispatch_stack() != 0:
+        return None
+    return setter
+
+
+def _recorder(meta=False, direct=None):
     """A dispatch mode recording every operator into `.ops`; `meta`: run them on meta tensors
-    (prenet.meta_model.run_on_meta)."""
+    (prenet.meta_model.run_on_meta); `direct`: torch 1.13's setter of the C++ dispatch mode (_direct_mode_setter),
+    used instead of the Python mode stack."""
     from torch import Tensor
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from .meta_model import run_on_meta
+
+    def call(func, args, kwargs):
+        return run_on_meta(func, args, kwargs) if meta else func(*args, **kwargs)
 
     class Recorder(TorchDispatchMode):
         def __init__(self):
             super().__init__()
             self.ops, self.phase, self.modules = [], "forward", []
 
+        def __enter__(self):
+            if direct is None:
+                return super().__enter__()
+            direct(self)
+            return self
+
+        def __exit__(self, *exception):
+            if direct is None:
+                return super().__exit__(*exception)
+            direct(None)
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            out = run_on_meta(func, args, kwargs) if meta else func(*args, **kwargs)
+            if direct is None:
+                out = call(func, args, kwargs)
+            else:
+                direct(None)
+                try:
+                    out = call(func, args, kwargs)
+                finally:
+                    direct(self)
             tensors, arguments = [], []
             for value in args:  # one pass: the tensors, and the arguments with TENSOR in their place
                 if isinstance(value, Tensor):
@@ -120,11 +155,12 @@ def _first_tensor(value):
     return None
 
 
-def trace_once(model, inputs, autocast=False, meta=False):
+def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
     """The ops of one forward, loss (the model's own loss if it returns one, else the mean of its first output:
     a cross-entropy costs about as much) and backward, on `inputs` as given; `autocast`: forward and loss under
     CUDA autocast's casting rules (prenet.autocast_policy), the backward pass in the dtypes they leave; `meta`: on
-    meta twins of the weights and of `inputs` (prenet.meta_model), leaving the model's own tensors untouched."""
+    meta twins of the weights and of `inputs` (prenet.meta_model), leaving the model's own tensors untouched;
+    `direct_mode`: on torch 1.13, record without its Python mode stack (_direct_mode_setter)."""
     import contextlib
 
     from .autocast_policy import CudaAutocast
@@ -132,7 +168,7 @@ def trace_once(model, inputs, autocast=False, meta=False):
 
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
-    recorder = _recorder(meta)
+    recorder = _recorder(meta, _direct_mode_setter() if direct_mode else None)
     labels = {id(module): name or type(module).__name__ for name, module in model.named_modules()}
 
     def enter(module, inputs):

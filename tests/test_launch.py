@@ -26,6 +26,9 @@ def test_queue_follows_the_recurrence_op_by_op():
             host += hi
             end = max(host, end) + di
     assert launch_queue.epoch_ms(steps) == pytest.approx(max(host, end), rel=1e-12)
+    # A step summarised once and repeated runs as its arrays do.
+    summary = launch_queue.summarize(*steps[0])
+    assert launch_queue.epoch_ms([summary] * 3) == pytest.approx(launch_queue.epoch_ms([steps[0]] * 3), rel=1e-12)
     with pytest.raises(ValueError, match="differ in length"):
         launch_queue.run([([1, 2], [1])])
 

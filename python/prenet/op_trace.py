@@ -19,7 +19,7 @@ TENSOR = "<tensor>"
 TRACE_BATCHES = (2, 3)
 
 
-@dataclass
+@dataclass(slots=True)
 class Op:
     """One operator call: `name` as aten names its overload ("convolution.default"), `phase` (forward, backward),
     the shapes of its tensor inputs and outputs (None for a non-tensor output), its positional arguments (TENSOR
@@ -125,12 +125,12 @@ def _recorder(meta=False, direct=None):
                 tensors += _tensors(kwargs.values())
             flat_out = out if isinstance(out, (tuple, list)) else (out,)
             input_dtypes = [_dtype_name(t) for t in tensors]
+            outputs = [t if isinstance(t, Tensor) else None for t in flat_out]
             self.ops.append(Op(
-                phase=self.phase, name=func.__name__, inputs=[tuple(t.shape) for t in tensors],
-                outputs=[tuple(t.shape) if isinstance(t, Tensor) else None for t in flat_out],
-                arguments=arguments, module=self.modules[-1] if self.modules else "",
-                dtype=input_dtypes[0] if tensors else "", input_dtypes=input_dtypes,
-                output_dtypes=[_dtype_name(t) if isinstance(t, Tensor) else None for t in flat_out]))
+                self.phase, func.__name__, [tuple(t.shape) for t in tensors],
+                [None if t is None else tuple(t.shape) for t in outputs], arguments,
+                self.modules[-1] if self.modules else "", input_dtypes[0] if tensors else "", input_dtypes,
+                [None if t is None else _dtype_name(t) for t in outputs]))
             return out
 
     return Recorder()

@@ -92,7 +92,8 @@ class FunctionSpaceSGD:
 
     def __init__(self, gram, f0, targets, loss, lr, momentum, batch, noise="sampled", runs=1, seed=0):
         self.n, self.outputs = f0.shape
-        self.gram = gram                                  # (n*K, n*K), sample-major rows
+        self.gram = np.ascontiguousarray(gram)           # (n*K, n*K), sample-major rows
+        self.sample_rows = self.gram.reshape(self.n, self.outputs, -1)  # sample i's K rows: one contiguous block
         self.y, self.loss = targets, loss
         self.lr, self.momentum = lr, momentum
         runs = 1 if noise == "mean" else runs
@@ -111,10 +112,18 @@ class FunctionSpaceSGD:
         """One SGD step of every run."""
         for run, order in enumerate(self.orders):
             samples = next(order)
-            rows = (samples[:, None] * self.outputs + np.arange(self.outputs)).reshape(-1)
-            gradient = self.loss.gradient(self.f[run, samples], self.y[samples]).reshape(-1)
-            pushed = (gradient @ self.gram[rows]).reshape(self.n, self.outputs)   # Theta symmetric: rows, not columns
-            self.change[run] = self.momentum * self.change[run] + pushed
+            gradient = self.loss.gradient(self.f[run, samples], self.y[samples])
+            # Theta[:, B] g_B as rows (Theta is symmetric), a sample's block at a time: no copy of the batch's
+            # rows (a gather of b*K rows costs several times the products)
+            if len(samples) == self.n:  # the full batch (noise "mean", or a batch of all samples): one product
+                every = np.empty_like(gradient)
+                every[samples] = gradient
+                pushed = every.reshape(-1) @ self.gram
+            else:
+                pushed = np.zeros(self.n * self.outputs)
+                for sample, g in zip(samples, gradient):
+                    pushed += g @ self.sample_rows[sample]
+            self.change[run] = self.momentum * self.change[run] + pushed.reshape(self.n, self.outputs)
         self.f -= self.lr * self.change
         self.steps += 1
 

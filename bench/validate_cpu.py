@@ -78,6 +78,7 @@ def main(argv=None):
     parser.add_argument("--dataset-size", type=int, default=256)
     parser.add_argument("--other-host", action="store_true",
                         help="run on a CPU other than the measured host (the report says so)")
+    parser.add_argument("--out", type=Path, default=RESULTS, help=f"report file (default {RESULTS})")
     args = parser.parse_args(argv)
     other_host = unmeasured_host_warning("cpu")
     if other_host and not args.other_host:
@@ -100,19 +101,20 @@ def main(argv=None):
                         f"{measured.epoch_max_seconds:.3f}) | {estimate.epoch_seconds:.3f} | {100 * error:.1f}% |")
             print(rows[-1], flush=True)
     errors.sort()
+    command_tail = f" --other-host --out {args.out}" if other_host else ""
     p90 = errors[min(len(errors) - 1, int(round(0.9 * (len(errors) - 1))))]
     text = "\n".join([
         "# Whole-model validation on this machine's CPU", "",
-        f"`.venv/bin/python bench/validate_cpu.py --dataset-size {args.dataset_size}` ({time.strftime('%Y-%m-%d')}, "
-        f"{time.monotonic() - started:.0f} s; one thread; SGD with momentum; fp32). Measured: `prenet.measure` "
+        f"`.venv/bin/python bench/validate_cpu.py --dataset-size {args.dataset_size}{command_tail}` "
+        f"({time.strftime('%Y-%m-%d')}, {time.monotonic() - started:.0f} s; one thread; SGD with momentum; fp32). Measured: `prenet.measure` "
         "(protocol, epochs of the given size); predicted: `prenet.predict(gpu=\"cpu\")` with the packaged CPU "
         "predictors.", "", *([f"**Not the measured host**: {other_host}.", ""] if other_host else []),
         f"Median error {100 * statistics.median(errors):.1f}%, 90th percentile {100 * p90:.1f}% over {len(errors)} "
         "cases (targets: 10% and 20%).", "",
         "| model | batch | measured epoch s (min-max) | predicted s | error |", "| --- | --- | --- | --- | --- |",
         *rows, ""])
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
     print(text)
 
 

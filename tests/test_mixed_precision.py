@@ -96,8 +96,11 @@ def test_compare_all_in_bf16_leaves_out_gpus_without_it_and_says_so():
     unsupported = table.attrs["unsupported"]
     assert "Tesla V100-PCIE-16GB" in unsupported and "no bf16 rate" in unsupported["Tesla V100-PCIE-16GB"]
     assert "NVIDIA H100 80GB HBM3" in set(table["gpu"]) and not set(table["gpu"]) & set(unsupported)
-    with pytest.raises(ValueError, match="no bf16 rate"):
+    with pytest.raises(prenet.UnsupportedPrecision, match="no bf16 rate"):
         prenet.compare(nn.Linear(64, 64), batch=8, input_shape=(64,), precision="bf16", gpus=["V100", "H100"])
+    with pytest.raises(prenet.UnsupportedPrecision, match="no bf16 rate.*use fp16 or fp32"):
+        prenet.predict_layer("linear", gpu="V100", precision="bf16", batch=8, in_features=64, out_features=64)
+    assert issubclass(prenet.UnsupportedPrecision, ValueError)
 
 
 @pytest.mark.parametrize("factory, parameters", [

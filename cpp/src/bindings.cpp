@@ -6,6 +6,7 @@
 #include "prenet/gpu_catalog.hpp"
 #include "prenet/layer_kind.hpp"
 #include "prenet/optimizer.hpp"
+#include "prenet/precision.hpp"
 
 namespace py = pybind11;
 
@@ -93,6 +94,16 @@ PYBIND11_MODULE(_core, m) {
         }
         return out;
     }, "The optimizers of a training step with the traffic of their update");
+
+    m.def("matrix_tflops",
+          [](const std::string& kind, const prenet::GpuCatalog& catalog, const std::string& gpu,
+             const std::string& precision) {
+              return prenet::matrix_tflops(prenet::find_layer_kind(kind), catalog.find(gpu),
+                                           prenet::parse_precision(precision));
+          },
+          py::arg("kind"), py::arg("catalog"), py::arg("gpu"), py::arg("precision"),
+          "Dense matrix rate (TFLOPS) a kind runs at on the GPU in the precision; ValueError where the catalog "
+          "has no rate for the precision's type on that GPU");
 
     m.def("layer_features",
           [](const std::string& kind, const std::map<std::string, std::int64_t>& config,

@@ -9,9 +9,9 @@ from .estimate import predict
 from .layers import layer_features, layer_kinds
 from .measure import measure
 from .model_features import model_features
-from .predictors import layer_time, predict_layer
+from .predictors import UnsupportedPrecision, layer_time, predict_layer
 from .training_steps import predict_steps
 from .training_time import predict_training
 
-__all__ = ["__version__", "compare", "find_gpu", "gpus", "layer_features", "layer_kinds", "layer_time", "measure",
+__all__ = ["__version__", "UnsupportedPrecision", "compare", "find_gpu", "gpus", "layer_features", "layer_kinds", "layer_time", "measure",
            "model_features", "predict", "predict_layer", "predict_steps", "predict_training"]

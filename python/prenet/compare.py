@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .catalog import find_gpu, gpus as catalog_frame
 from .estimate import _check, estimate_traced, trace_steps
-from .predictors import resolve
+from .predictors import UnsupportedPrecision, resolve
 
 PACKAGED_PRICES = Path(__file__).resolve().parent / "data" / "gpu_prices.csv"
 
@@ -81,8 +81,8 @@ def compare(model, batch=32, gpus="all", price_per_hour=None, input_shape=None, 
     for name in dict.fromkeys(canonical):
         try:
             estimate = estimate_traced(traced, model, batch, name, dataset_size, optimizer, precision)
-        except ValueError as error:
-            if gpus != "all" or "rate in the catalog" not in str(error):
+        except UnsupportedPrecision as error:
+            if gpus != "all":
                 raise
             unsupported[name] = str(error)  # "all": a GPU without the precision's type is left out, and said so
             continue

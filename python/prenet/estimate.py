@@ -162,9 +162,7 @@ def _device_times(ops, native, catalog, device, optimizer, precision, gap_ms=0.0
         configs = [works[indices[0]].config for indices in by_config.values()]
         try:
             times = native.estimate(kind, configs, catalog, device, optimizer, kernel_precision, gap_ms)
-        except ValueError as error:  # a configuration outside its kind's range: cost its ops by their traffic
-            if "rate in the catalog" in str(error):
-                raise
+        except ValueError:  # a configuration outside its kind's range: cost its ops by their traffic
             times = []
             for config, indices in zip(configs, by_config.values()):
                 try:
@@ -362,7 +360,9 @@ def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None
 
 
 def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", precision="fp32", bundle=None):
-    """The Estimate of a traced model (trace_steps) on `gpu`."""
+    """The Estimate of a traced model (trace_steps) on `gpu`; UnsupportedPrecision where the GPU lacks the
+    precision's type."""
+    check_precision(precision, gpu)
     native, catalog, device = resolve(gpu, bundle)
     on_gpu = catalog is not host_catalog()
     costs = host_cost.load()

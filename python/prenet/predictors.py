@@ -68,14 +68,26 @@ PRECISIONS = ("fp32", "fp32_strict", "bf16", "fp16")
 MIXED_PRECISIONS = ("bf16", "fp16")
 
 
+class UnsupportedPrecision(ValueError):
+    """The GPU has no rate for the precision's type in the catalog (it does not support it)."""
+
+
 def check_precision(precision, gpu=None):
-    """Rejects an unknown precision by name, and a mixed one on the host CPU (its predictors were measured in fp32
-    and CPU autocast follows other rules); a GPU without the type fails where it is costed, naming the GPU."""
+    """Rejects an unknown precision by name, a mixed one on the host CPU (its predictors were measured in fp32
+    and CPU autocast follows other rules), and one the GPU has no rate for (UnsupportedPrecision, naming the GPU
+    and what to use instead)."""
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
-    if precision in MIXED_PRECISIONS and gpu is not None and device_catalog(gpu)[0] is host_catalog():
+    if gpu is None:
+        return
+    catalog, name = device_catalog(gpu)
+    if precision in MIXED_PRECISIONS and catalog is host_catalog():
         raise ValueError(f"precision {precision!r} is predicted for GPUs only (the host CPU's predictors were "
                          "measured in fp32); use fp32 or fp32_strict for the CPU")
+    try:
+        core().matrix_tflops("linear", catalog, name, precision)
+    except ValueError as error:
+        raise UnsupportedPrecision(str(error)) from None
 
 
 def _configs(kind, config):

@@ -198,11 +198,25 @@ def test_interval_scales_each_operator_by_its_kind_and_keeps_the_host_floor(tmp_
     shutil.copytree(predictors.PACKAGED_BUNDLE, bundle)
     kinds = ["add", "bmm", "conv2d", "gelu", "layer_norm", "linear", "relu", "softmax"]
     (bundle / "intervals.json").write_text(json.dumps({"factors": {k: [0.5, 2.0] for k in kinds}}))
+    # fp32_strict: no tensor cores, so the kinds' factors alone make the interval
     estimate = prenet.predict(SmallCnn(), batch=64, gpu="A100", input_shape=(3, 16, 16), dataset_size=256,
-                              bundle=bundle)
+                              bundle=bundle, precision="fp32_strict")
     low, high = estimate.interval_seconds
     assert low <= estimate.epoch_seconds <= high <= 2 * estimate.epoch_seconds + 1e-12
     assert low >= 0.5 * estimate.epoch_seconds - 1e-12 and "80% interval" in repr(estimate)
+
+
+def test_the_interval_reaches_the_cuda_core_time_of_tensor_core_operators():
+    model = nn.Sequential(nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1))
+    kwargs = dict(batch=32, input_shape=(64, 56, 56), dataset_size=64)
+    tf32 = prenet.predict(model, gpu="H100", **kwargs)
+    strict = prenet.predict(model, gpu="H100", precision="fp32_strict", **kwargs)
+    assert tf32.epoch_seconds < strict.epoch_seconds, "cuDNN's convolutions run on TF32 tensor cores"
+    # no data times a tensor-core kernel: the high side goes as far as the CUDA-core kernels
+    assert tf32.interval_seconds[1] >= strict.epoch_seconds > tf32.epoch_seconds
+    # a V100 has no TF32: its fp32 convolutions are CUDA-core ones, with the same interval as fp32_strict
+    v100 = [prenet.predict(model, gpu="V100", precision=p, **kwargs).interval_seconds for p in ("fp32", "fp32_strict")]
+    assert v100[0] == pytest.approx(v100[1])
 
 
 def test_cpu_estimates_say_when_this_machine_is_not_the_measured_host(monkeypatch):

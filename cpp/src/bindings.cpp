@@ -105,6 +105,16 @@ PYBIND11_MODULE(_core, m) {
           "Dense matrix rate (TFLOPS) a kind runs at on the GPU in the precision; ValueError where the catalog "
           "has no rate for the precision's type on that GPU");
 
+    m.def("tensor_core_factor",
+          [](const std::string& kind, const std::map<std::string, std::int64_t>& config,
+             const prenet::GpuCatalog& catalog, const std::string& gpu, const std::string& precision) {
+              return prenet::tensor_core_factor(prenet::find_layer_kind(kind).configure(config), catalog.find(gpu),
+                                                prenet::parse_precision(precision));
+          },
+          py::arg("kind"), py::arg("config"), py::arg("catalog"), py::arg("gpu"), py::arg("precision"),
+          "A layer's time in the precision over its fp32 CUDA-core time, as the estimate scales it (1 for kinds "
+          "without tensor cores)");
+
     m.def("layer_features",
           [](const std::string& kind, const std::map<std::string, std::int64_t>& config,
              const prenet::GpuCatalog& catalog, const std::string& gpu, double bytes_per_element) {

@@ -43,7 +43,8 @@ class Estimate:
     optimizer_ms: float
     tables: object = field(repr=False, compare=False)  # () -> (layers, ops)
     # 80% interval of epoch_seconds (low, high) from the leave-one-device-out errors (prenet.uncertainty) and the
-    # launch gap's spread over hosts (prenet.launch_gap), and how far the GPU lies from the fitted ones
+    # launch gap's spread over hosts (prenet.launch_gap), its high side reaching the CUDA-core time of operators on
+    # tensor cores (_tensor_core_spread), and how far the GPU lies from the fitted ones
     # ({"nearest", "distance", "outside"}); None on the CPU.
     interval_seconds: object = None
     extrapolation: object = None
@@ -183,6 +184,26 @@ def _device_times(ops, native, catalog, device, optimizer, precision, gap_ms=0.0
     return works, ms, basis
 
 
+def _tensor_core_spread(works, catalog, device, precision):
+    """Per op, how many times slower it would run on CUDA cores than the estimate (>= 1; 1 for ops not on tensor
+    cores): the inverse of the tensor-core factor the estimate applies to its kind and configuration. The
+    predictors learned their efficiencies from fp32 CUDA-core kernels only (no data here times a tensor-core
+    kernel), so a tensor-core op's time is known only between that efficiency kept at the tensor-core rate (the
+    estimate, prenet/precision.hpp) and the CUDA-core kernel: the interval's high side takes the latter."""
+    import numpy as np
+
+    factors = {}
+    spread = np.ones(len(works))
+    for i, work in enumerate(works):
+        if work is None or work.how != "layer":
+            continue
+        key = (work.kind, tuple(work.config.items()), _op_precision(work, precision))
+        if key not in factors:
+            factors[key] = core().tensor_core_factor(work.kind, work.config, catalog, device, key[2])
+        spread[i] = max(1.0, 1.0 / factors[key])
+    return spread
+
+
 def _owners(ops, works):
     """Module owning each op: its own for forward ops; for a backward op, the forward op of the same layer kind
     and shape (the latest not yet matched; linear layers' products may all match one); "(autograd)" for the
@@ -215,12 +236,14 @@ def _owners(ops, works):
 @dataclass
 class _StepCost:
     """One step's costs, op by op in issue order (the optimizer's update last): host and device milliseconds and
-    each op's kind (for the interval's factors); `rows()`: the per-op rows of Estimate.ops."""
+    each op's kind (for the interval's factors); `rows()`: the per-op rows of Estimate.ops; `spread`: per op, the
+    CUDA-core time over the estimate (_tensor_core_spread; None where no interval is stated)."""
     host: object
     device: object
     kinds: list
     update_ms: float
     rows: object
+    spread: object = None  # per op (and the update): _tensor_core_spread, for the interval's high side
 
     @property
     def device_ms(self):
@@ -231,11 +254,13 @@ class _StepCost:
         return float(self.host.sum())
 
 
-def _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs, gap_us, gap_in_kernels):
+def _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs, gap_us, gap_in_kernels,
+          with_spread=False):
     """The _StepCost of one training step. On a GPU each op's host cost is its dispatch (measured here), a kernel
     issue where it launches one (the launch gap of prenet.launch_gap, which includes dispatch), and an autograd
     node in the backward pass; module calls are spread over the forward ops. `gap_in_kernels`: the bundle's
-    predictions hold the gap (learned from latencies), to be taken off each kernel."""
+    predictions hold the gap (learned from latencies), to be taken off each kernel; `with_spread`: also each op's
+    CUDA-core time over its estimate (_tensor_core_spread)."""
     import numpy as np
 
     gap_ms = 1e-3 * gap_us if gap_in_kernels else 0.0
@@ -268,8 +293,10 @@ def _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, cos
                  "config": w.config if w else None, "count": w.count if w else 0}
                 for op, w, t, b, owner, h in zip(ops, works, ms, basis, _owners(ops, works), host_us)]
 
+    spread = np.append(_tensor_core_spread(works, catalog, device, precision), 1.0) if with_spread else None
     return _StepCost(host=1e-3 * np.array(host_us + [update_host_us]), device=np.array(ms + [update_ms]),
-                     kinds=[w.kind if w else None for w in works] + ["add"], update_ms=update_ms, rows=rows)
+                     kinds=[w.kind if w else None for w in works] + ["add"], update_ms=update_ms, rows=rows,
+                     spread=spread)
 
 
 def _epoch_ms(steps, on_gpu, scale=None, host_scale=1.0):
@@ -371,8 +398,11 @@ def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", pr
     # does not.
     in_kernels = on_gpu and learned_timing(str(gpu_bundle_folder(bundle, device))) == "latency"
     ops_by_size, sizes, how = traced
+    folder = gpu_bundle_folder(bundle, device) if on_gpu else None
+    # the seen-GPU bundle has no leave-one-device-out errors of its own: the unseen one's are stated (wider)
+    factors = on_gpu and (uncertainty.interval_factors(folder) or uncertainty.interval_factors(PACKAGED_UNSEEN_BUNDLE))
     steps = {size: _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs, gap_us,
-                         in_kernels) for size, ops in ops_by_size.items()}
+                         in_kernels, with_spread=bool(factors)) for size, ops in ops_by_size.items()}
     epoch = [steps[size] for size in sizes]
     # A step: the steady state of the epoch's full-size steps (the last, partial one counts in the epoch only).
     full = [step for size, step in zip(sizes, epoch) if size == sizes[0]]
@@ -381,15 +411,16 @@ def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", pr
     epoch_ms = _epoch_ms(epoch, on_gpu)
     interval = reach = None
     if on_gpu:
-        folder = gpu_bundle_folder(bundle, device)
         reach = uncertainty.extrapolation(device, uncertainty.fitted_devices(folder))
-        # the seen-GPU bundle has no leave-one-device-out errors of its own: the unseen one's are stated (wider)
-        factors = uncertainty.interval_factors(folder) or uncertainty.interval_factors(PACKAGED_UNSEEN_BUNDLE)
         if factors:
-            # the host's side: as far as the issue cost differs between the GPU hosts it was measured on
+            # per op: its kind's leave-one-device-out factor, and on the high side as slow as CUDA cores where it
+            # runs on tensor cores; the host's side as far as the issue cost differs between the measured hosts
             host = launch_gap.host_spread()
-            interval = tuple(1e-3 * _epoch_ms(epoch, on_gpu, lambda s: uncertainty.kind_factors(s.kinds, factors, side),
-                                              host[side]) for side in (0, 1))
+
+            def scale(side):
+                return lambda s: uncertainty.kind_factors(s.kinds, factors, side) * (s.spread if side else 1.0)
+
+            interval = tuple(1e-3 * _epoch_ms(epoch, on_gpu, scale(side), host[side]) for side in (0, 1))
     return Estimate(gpu=device, batch=batch, dataset_size=dataset_size, optimizer=optimizer, precision=precision,
                     step_seconds=1e-3 * step_ms, epoch_seconds=1e-3 * epoch_ms, iterations=len(sizes),
                     device_ms=step.device_ms, host_ms=step.host_ms, optimizer_ms=step.update_ms,

@@ -27,6 +27,7 @@ from prenet import training
 from prenet._native import core
 from prenet.catalog import device_catalog
 from prenet.datasets import load_cpu
+from report import write_report
 
 RESULTS = Path(__file__).resolve().parent / "results" / "backward_derivation.md"
 
@@ -126,9 +127,7 @@ def main(argv=None):
     command = "python bench/backward_derivation.py" + (f" --kinds {' '.join(args.kinds)}" if args.kinds else "") + \
         (f" --trees {args.trees}" if args.trees else "")
     text = markdown(rows, command, time.monotonic() - started, call_ms)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text)
-    print(text)
+    write_report(RESULTS, text)
 
 
 if __name__ == "__main__":

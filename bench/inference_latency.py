@@ -27,6 +27,7 @@ from prenet import training  # noqa: E402
 from prenet.catalog import native_catalog  # noqa: E402
 from prenet.datasets import load_neusight  # noqa: E402
 from prenet._native import core  # noqa: E402
+from report import write_report  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "inference_latency.md"
 
@@ -99,9 +100,7 @@ def main(argv=None):
     for name, one_us, throughput in rows:
         lines.append(f"| {name} | {one_us:.1f} | {throughput:,.0f} | {one_us / native_one:.1f}x |")
     text = "\n".join(lines) + "\n"
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text)
-    print(text)
+    write_report(RESULTS, text)
 
 
 if __name__ == "__main__":

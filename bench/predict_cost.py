@@ -6,12 +6,12 @@ import argparse
 import platform
 import statistics
 import time
-from pathlib import Path
 
 import torch
 import torchvision
 
 import prenet
+from report import write_report
 
 REPEATS = 15
 CASES = [("resnet50", "V100"), ("resnet50", "H100"), ("resnet18", "V100")]
@@ -55,9 +55,7 @@ def main():
         "| model | gpu | traced | forward, batch 1 (ms) | predict (ms) | predict / forward |",
         "| --- | --- | --- | --- | --- | --- |",
         *rows, ""])
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(text)
-    print(text)
+    write_report(args.out, text)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from pathlib import Path
 import torch
 
 from prenet import tangent_kernel
+from report import write_report
 
 RESULTS = Path(__file__).resolve().parent / "results" / "tangent_kernel_cost.md"
 SAMPLES, BATCH, STEPS = 256, 32, 100
@@ -87,9 +88,7 @@ def main():
                      f"{sum(parts) / step:,.0f} |")
         print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text)
-    print(text)
+    write_report(RESULTS, text)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import torch.nn as nn  # noqa: E402
 
 import prenet  # noqa: E402
 from prenet.catalog import unmeasured_host_warning  # noqa: E402
+from report import write_report  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "validate_cpu.md"
 
@@ -113,9 +114,7 @@ def main(argv=None):
         "cases (targets: 10% and 20%).", "",
         "| model | batch | measured epoch s (min-max) | predicted s | error |", "| --- | --- | --- | --- | --- |",
         *rows, ""])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    print(text)
+    write_report(args.out, text)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import prenet
 from prenet.datasets import neusight_folder
+from report import write_report
 
 RESULTS = Path(__file__).resolve().parent / "results" / "validate_h100.md"
 TORCHVISION = {"vgg16", "resnet18", "resnet50", "mobilenet_v2"}
@@ -103,9 +104,7 @@ def main():
         "default attention.", "",
         "| model | batch | optimizer | precision | measured s | predicted s | error | 80% interval s | inside | "
         "predicted bound |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |", *rows, ""])
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text)
-    print(text)
+    write_report(RESULTS, text)
 
 
 if __name__ == "__main__":

@@ -149,7 +149,7 @@ def main():
     with torch.no_grad():
         initial = torch.nn.functional.cross_entropy(model(inputs), labels).item()
     targets = [f * initial for f in FRACTIONS]
-    rows, kernel, subset_kernel = [], None, None
+    rows, kernel = [], None
     for lr, batch, momentum in itertools.product(*GRID.values()):
         model.load_state_dict(state)
         predicted = prenet.predict_steps(model, (inputs, labels), target_loss=targets, lr=lr, batch=batch,

@@ -80,8 +80,6 @@ def _inputs_and_sensitivities(model, state, inputs, layers, chunk):
 def linear_layers_gram(model, state, inputs, layers, chunk=256):
     """The (n*K x n*K) kernel share of `layers` (qualifying_layers) on `inputs`, sample-major as
     prenet.tangent_kernel orders it; `state`: the model's parameters and buffers as functional_call takes them."""
-    import torch
-
     layer_inputs, sensitivities = _inputs_and_sensitivities(model, state, inputs, layers, chunk)
     gram = None
     for name, module in layers.items():

@@ -15,11 +15,15 @@ namespace {
 
 constexpr const char* kLogOver = "log_ms_over:";
 
-// Where each named input comes from: a column of the native feature vector, or an indicator.
-struct InputSource {
-    int feature = -1;  // index into layer_features, or -1 for an indicator
-    std::string key, value;
-};
+std::string read_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw std::runtime_error("cannot open '" + path + "'");
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    return buffer.str();
+}
+
+}  // namespace
 
 std::vector<InputSource> resolve_inputs(const std::vector<std::string>& names, const LayerKind& kind) {
     const auto native = feature_names(kind);
@@ -45,21 +49,16 @@ std::vector<InputSource> resolve_inputs(const std::vector<std::string>& names, c
     return sources;
 }
 
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot open '" + path + "'");
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    return buffer.str();
-}
-
-}  // namespace
-
 FeatureMatrix model_inputs(const std::vector<std::string>& names, const std::vector<LayerConfig>& configs,
                            const GpuSpec& gpu, const std::string& optimizer) {
-    FeatureMatrix inputs(static_cast<Eigen::Index>(configs.size()), static_cast<Eigen::Index>(names.size()));
+    if (configs.empty()) return FeatureMatrix(0, static_cast<Eigen::Index>(names.size()));
+    return model_inputs(resolve_inputs(names, configs.front().kind()), configs, gpu, optimizer);
+}
+
+FeatureMatrix model_inputs(const std::vector<InputSource>& sources, const std::vector<LayerConfig>& configs,
+                           const GpuSpec& gpu, const std::string& optimizer) {
+    FeatureMatrix inputs(static_cast<Eigen::Index>(configs.size()), static_cast<Eigen::Index>(sources.size()));
     if (configs.empty()) return inputs;
-    const auto sources = resolve_inputs(names, configs.front().kind());
     for (std::size_t row = 0; row < configs.size(); ++row) {
         if (&configs[row].kind() != &configs.front().kind()) {
             throw std::invalid_argument("model_inputs: configurations of different kinds in one call");
@@ -103,12 +102,13 @@ PredictorBundle PredictorBundle::load(const std::string& folder) {
             p.target = entry.at("target").get<std::string>();
             const std::string where = manifest_path + " (" + p.kind + ", " + p.mode + ")";
             try {
-                resolve_inputs(p.features, find_layer_kind(p.kind));
+                auto names = p.features;
                 if (p.target.rfind(kLogOver, 0) == 0) {
-                    resolve_inputs({p.target.substr(std::string(kLogOver).size())}, find_layer_kind(p.kind));
+                    names.push_back(p.target.substr(std::string(kLogOver).size()));
                 } else if (p.target != "log_ms") {
                     throw std::invalid_argument("unknown target '" + p.target + "'");
                 }
+                p.sources = resolve_inputs(names, find_layer_kind(p.kind));
             } catch (const std::invalid_argument& e) {
                 throw std::runtime_error(where + " does not match this build: " + e.what());
             }
@@ -138,9 +138,7 @@ std::vector<double> PredictorBundle::predict_ms(const std::string& kind, const s
     const Predictor& p = predictor(kind, mode);
     const bool relative = p.target.rfind(kLogOver, 0) == 0;
     // One pass over the features: the model's inputs, then (for a relative target) the feature it divides by.
-    std::vector<std::string> names = p.features;
-    if (relative) names.push_back(p.target.substr(std::string(kLogOver).size()));
-    const FeatureMatrix inputs = model_inputs(names, configs, gpu, optimizer);
+    const FeatureMatrix inputs = model_inputs(p.sources, configs, gpu, optimizer);
     const auto columns = static_cast<Eigen::Index>(p.features.size());
     const Eigen::VectorXd raw = p.model->predict(inputs.leftCols(columns));
     std::vector<double> ms(configs.size());

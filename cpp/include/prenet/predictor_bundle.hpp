@@ -18,6 +18,16 @@ namespace prenet {
 // Version of the bundle format this build reads.
 inline constexpr int kBundleFormatVersion = 1;
 
+// Where one model input comes from: a column of the kind's native feature vector, or an indicator
+// ("gpu=<catalog name>", "optimizer=<name>": 1 where it holds).
+struct InputSource {
+    int feature = -1;  // index into layer_feature_values, or -1 for an indicator
+    std::string key, value;
+};
+
+// The sources of `names` for `kind`; throws std::invalid_argument for a name it cannot make.
+std::vector<InputSource> resolve_inputs(const std::vector<std::string>& names, const LayerKind& kind);
+
 struct Predictor {
     std::string kind;
     std::string mode;      // "forward", "backward", "optimizer" or "train" (the whole step)
@@ -25,11 +35,15 @@ struct Predictor {
     std::vector<std::string> features;  // native feature names, or "gpu=<name>" / "optimizer=<name>" indicators
     std::string target;    // "log_ms", or "log_ms_over:<feature>" (the log of time divided by that feature)
     std::unique_ptr<Regressor> model;
+    // The features' sources, then (for a log_ms_over target) the divisor's: resolved once, at load.
+    std::vector<InputSource> sources;
 };
 
 // The model inputs of `names` for each configuration: native features picked by name, plus indicators
 // "gpu=<catalog name>" and "optimizer=<name>". Throws std::invalid_argument for a name it cannot make.
 FeatureMatrix model_inputs(const std::vector<std::string>& names, const std::vector<LayerConfig>& configs,
+                           const GpuSpec& gpu, const std::string& optimizer);
+FeatureMatrix model_inputs(const std::vector<InputSource>& sources, const std::vector<LayerConfig>& configs,
                            const GpuSpec& gpu, const std::string& optimizer);
 
 class PredictorBundle {

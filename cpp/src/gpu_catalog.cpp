@@ -97,13 +97,11 @@ GpuCatalog::GpuCatalog(std::vector<GpuSpec> gpus) : gpus_(std::move(gpus)) {
         std::vector<std::string> names = gpus_[i].aliases;
         names.push_back(gpus_[i].name);
         for (const auto& name : names) {
-            const std::string key = normalise_gpu_name(name);
-            auto clash = std::find_if(keys_.begin(), keys_.end(), [&](const auto& k) { return k.first == key; });
-            if (clash != keys_.end() && clash->second != i) {
+            const auto [known, added] = keys_.emplace(normalise_gpu_name(name), i);
+            if (!added && known->second != i) {
                 throw std::runtime_error("GPU catalog: the name '" + name + "' of " + gpus_[i].name +
-                                         " is also a name of " + gpus_[clash->second].name);
+                                         " is also a name of " + gpus_[known->second].name);
             }
-            keys_.emplace_back(key, i);
         }
     }
 }
@@ -144,10 +142,8 @@ GpuCatalog GpuCatalog::load_csv(const std::string& path) {
 }
 
 const GpuSpec& GpuCatalog::find(std::string_view name) const {
-    const std::string key = normalise_gpu_name(name);
-    for (const auto& [known, index] : keys_) {
-        if (known == key) return gpus_[index];
-    }
+    const auto known = keys_.find(normalise_gpu_name(name));
+    if (known != keys_.end()) return gpus_[known->second];
     std::ostringstream msg;
     msg << "unknown GPU '" << name << "'; closest known:";
     const auto nearest = closest(name, 3);

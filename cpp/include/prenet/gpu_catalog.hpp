@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace prenet {
@@ -44,7 +45,7 @@ public:
 
 private:
     std::vector<GpuSpec> gpus_;
-    std::vector<std::pair<std::string, std::size_t>> keys_;  // normalised name or alias -> index in gpus_
+    std::unordered_map<std::string, std::size_t> keys_;  // normalised name or alias -> index in gpus_
 };
 
 // Lower-case letters and digits of a GPU name with vendor words ("NVIDIA", "Tesla", "GeForce", ...) removed.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
@@ -18,17 +19,19 @@ namespace prenet::regressors {
 
 namespace {
 
-// One node in one record (a walk touches one cache line per level): the child to go to when the split says
-// right (0) or left (1), the input it splits on, the split condition (at a leaf: the leaf value), and where a
-// missing value goes. A leaf's children are the leaf itself, so a walk may run past it without a branch.
+// One node in 16 bytes (four to a cache line): the child to go to when the split says right (0) or left (1),
+// the split condition (at a leaf: the leaf value), the input it splits on, and where a missing value goes. A
+// leaf's children are the leaf itself, so a walk may run past it without a branch.
 struct Node {
     std::int32_t child[2];
-    std::int32_t feature;
     float threshold;
+    std::uint16_t feature;
     bool default_left;
 };
+static_assert(sizeof(Node) == 16, "four nodes to a cache line");
 
-// A tree's nodes, root first, and its depth (the most splits on a path from the root to a leaf).
+// A tree's nodes in depth-first order, left subtree first (a left child sits right after its parent, often in
+// the same cache line), and its depth (the most splits on a path from the root to a leaf).
 struct Tree {
     std::vector<Node> nodes;
     int depth = 0;
@@ -53,21 +56,36 @@ Tree read_tree(const nlohmann::json& j, std::size_t inputs, const std::string& w
         threshold.size() != left.size() || default_left.size() != left.size()) {
         throw std::runtime_error(where + ": node arrays of different lengths");
     }
-    Tree tree{std::vector<Node>(left.size())};
-    std::vector<int> depth(left.size(), 0);
     for (std::int32_t n = 0; n < nodes; ++n) {
-        if (left[n] == -1) {  // a leaf
-            tree.nodes[n] = Node{{n, n}, 0, threshold[n], false};
-            continue;
-        }
+        if (left[n] == -1) continue;  // a leaf
         // Children come after their parent, so every walk ends at a leaf.
         if (left[n] <= n || left[n] >= nodes || right[n] <= n || right[n] >= nodes || feature[n] < 0 ||
             feature[n] >= static_cast<std::int32_t>(inputs)) {
             throw std::runtime_error(where + ": node " + std::to_string(n) + " points outside the tree or the inputs");
         }
-        tree.nodes[n] = Node{{right[n], left[n]}, feature[n], threshold[n], default_left[n] != 0};
-        depth[left[n]] = depth[right[n]] = depth[n] + 1;
-        tree.depth = std::max(tree.depth, depth[n] + 1);
+    }
+    // Depth-first from the root, left child first; every node reached exactly once (a tree, not a graph).
+    std::vector<std::int32_t> order, position(left.size(), -1), depth(left.size(), 0);
+    for (std::vector<std::int32_t> pending{0}; !pending.empty();) {
+        const std::int32_t n = pending.back();
+        pending.pop_back();
+        if (position[n] != -1) throw std::runtime_error(where + ": node " + std::to_string(n) + " has two parents");
+        position[n] = static_cast<std::int32_t>(order.size());
+        order.push_back(n);
+        if (left[n] != -1) {
+            depth[left[n]] = depth[right[n]] = depth[n] + 1;
+            pending.push_back(right[n]);
+            pending.push_back(left[n]);
+        }
+    }
+    Tree tree{std::vector<Node>(order.size())};
+    for (std::size_t i = 0; i < order.size(); ++i) {
+        const std::int32_t n = order[i], self = static_cast<std::int32_t>(i);
+        tree.nodes[i] = left[n] == -1
+                            ? Node{{self, self}, threshold[n], 0, false}
+                            : Node{{position[right[n]], position[left[n]]}, threshold[n],
+                                   static_cast<std::uint16_t>(feature[n]), default_left[n] != 0};
+        if (left[n] != -1) tree.depth = std::max(tree.depth, depth[n] + 1);
     }
     return tree;
 }
@@ -78,6 +96,10 @@ constexpr std::size_t kLanes = 8;
 class TreeEnsemble : public Regressor {
 public:
     TreeEnsemble(const nlohmann::json& model, std::size_t inputs, const std::string& path) : inputs_(inputs) {
+        if (inputs > std::numeric_limits<std::uint16_t>::max()) {
+            throw std::runtime_error(path + ": " + std::to_string(inputs) + " inputs; a tree model takes at most " +
+                                     std::to_string(std::numeric_limits<std::uint16_t>::max()));
+        }
         const auto& learner = model.at("learner");
         const std::string objective = learner.at("objective").at("name").get<std::string>();
         if (objective != "reg:squarederror") {

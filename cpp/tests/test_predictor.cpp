@@ -118,6 +118,27 @@ TEST_F(BundleTest, TreeEnsembleFollowsXgboostSemantics) {
     EXPECT_NEAR(bundle.predict_ms("linear", "forward", {at_split}, gpu(), "sgd")[0], std::exp(1.0), 1e-6);
 }
 
+TEST_F(BundleTest, DeeperTreesWalkTheirLeftSubtreesFirstAndAgreeWithTheSplits) {
+    // Root: batch < 4 ? (in_features < 3 ? 0.1 : 0.2) : 0.3; nodes listed breadth first, as xgboost writes them.
+    write("manifest.json", manifest(R"(["batch", "in_features"])", "xgboost"));
+    write("m.json", R"({"learner": {"objective": {"name": "reg:squarederror"},
+        "learner_model_param": {"num_feature": "2", "base_score": "0"},
+        "gradient_booster": {"name": "gbtree", "model": {"trees": [
+          {"left_children": [1, 3, -1, -1, -1], "right_children": [2, 4, -1, -1, -1],
+           "split_indices": [0, 1, 0, 0, 0], "split_conditions": [4.0, 3.0, 0.3, 0.1, 0.2],
+           "default_left": [0, 0, 0, 0, 0]}]}}}})");
+    const auto bundle = prenet::PredictorBundle::load(folder_.string());
+    const auto& kind = prenet::find_layer_kind("linear");
+    const std::vector<prenet::LayerConfig> configs = {
+        kind.configure({{"batch", 2}, {"in_features", 2}, {"out_features", 4}}),
+        kind.configure({{"batch", 2}, {"in_features", 5}, {"out_features", 4}}),
+        kind.configure({{"batch", 9}, {"in_features", 2}, {"out_features", 4}})};
+    const auto ms = bundle.predict_ms("linear", "forward", configs, gpu(), "sgd");
+    EXPECT_NEAR(ms[0], std::exp(0.1), 1e-6);
+    EXPECT_NEAR(ms[1], std::exp(0.2), 1e-6);
+    EXPECT_NEAR(ms[2], std::exp(0.3), 1e-6);
+}
+
 TEST_F(BundleTest, TreeEnsembleErrorsAreClear) {
     write("manifest.json", manifest(R"(["batch", "in_features"])", "random_forest"));
     write("m.json", tree_model("binary:logistic"));
@@ -132,6 +153,11 @@ TEST_F(BundleTest, TreeEnsembleErrorsAreClear) {
     cyclic.replace(cyclic.find("[1, -1, -1]"), 11, "[0, -1, -1]");
     write("m.json", cyclic);
     EXPECT_NE(load_error().find("node 0 points outside the tree or the inputs"), std::string::npos);
+    auto shared = tree_model();  // both of the root's branches lead to node 1: not a tree
+    const std::string right = "\"right_children\": [2, -1, -1]";
+    shared.replace(shared.find(right), right.size(), "\"right_children\": [1, -1, -1]");
+    write("m.json", shared);
+    EXPECT_NE(load_error().find("node 1 has two parents"), std::string::npos);
 }
 
 TEST_F(BundleTest, LoadErrorsAreClear) {

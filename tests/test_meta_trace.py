@@ -106,7 +106,7 @@ class Recurrent(nn.Module):
 @pytest.mark.parametrize("model, shape", [(NeedsData(), (6,)), (Recurrent(), (5, 6))], ids=["data", "lstm"])
 def test_models_the_meta_device_cannot_run_are_traced_for_real(model, shape):
     estimate = prenet.predict(model, batch=4, gpu="T4", input_shape=shape, dataset_size=8)
-    assert estimate.traced == "cpu"
+    assert estimate.traced == "cpu" and "traced for real" in repr(estimate)
     assert estimate.step_seconds > 0 and "linear" in set(estimate.ops["kind"].dropna())
 
 

@@ -77,6 +77,8 @@ class Estimate:
             x = self.extrapolation
             sure += (f"; nearest fitted GPU {x['nearest']} (distance {x['distance']:.2f}"
                      + (f", beyond the fitted range in {', '.join(x['outside'])}" if x["outside"] else "") + ")")
+        if self.traced == "cpu":
+            sure += "; traced for real at small batches (the model cannot run on meta tensors)"
         return (f"<prenet estimate: {self.epoch_seconds:.3f} s per epoch ({self.iterations} steps of batch "
                 f"{self.batch}, {self.dataset_size} samples) on {self.gpu}; step {1e3 * self.step_seconds:.2f} ms "
                 f"(device {self.device_ms:.2f} ms incl. optimizer {self.optimizer_ms:.2f} ms, host "

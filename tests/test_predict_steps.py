@@ -230,6 +230,12 @@ def test_factored_linear_layers_give_the_exact_kernel(build, features):
         assert set(qualifying_layers(model, inputs)) == {"head"}
 
 
+def test_a_model_without_trainable_parameters_is_refused_by_name():
+    model = torch.nn.Linear(3, 2).requires_grad_(False)
+    with pytest.raises(ValueError, match="no trainable parameters"):
+        gram_matrix(model, torch.randn(4, 3))
+
+
 def test_a_frozen_bias_adds_nothing():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 2))

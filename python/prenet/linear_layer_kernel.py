@@ -13,7 +13,6 @@ vmap of jacrev, as for parameters). A layer qualifies when it is an nn.Linear wi
 forward pass on a (batch, features) input; any other parameter is left to the explicit Jacobian
 (prenet.tangent_kernel).
 """
-import numpy as np
 
 
 def qualifying_layers(model, inputs):
@@ -78,10 +77,10 @@ def _inputs_and_sensitivities(model, state, inputs, layers, chunk):
 
 
 def linear_layers_gram(model, state, inputs, layers, chunk=256):
-    """The (n*K x n*K) kernel share of `layers` (qualifying_layers) on `inputs`, sample-major as
+    """The (n*K x n*K) kernel share of `layers` (qualifying_layers, one or more) on `inputs`, sample-major as
     prenet.tangent_kernel orders it; `state`: the model's parameters and buffers as functional_call takes them."""
     layer_inputs, sensitivities = _inputs_and_sensitivities(model, state, inputs, layers, chunk)
-    gram = None
+    gram = 0.0
     for name, module in layers.items():
         d = sensitivities[name]  # (n, K, out)
         n, outputs = d.shape[0], d.shape[1]
@@ -90,6 +89,5 @@ def linear_layers_gram(model, state, inputs, layers, chunk=256):
         inputs_gram = (a @ a.T).repeat_interleave(outputs, 0).repeat_interleave(outputs, 1)
         if module.bias is not None and module.bias.requires_grad:
             inputs_gram += 1.0
-        share = (d @ d.T) * inputs_gram
-        gram = share if gram is None else gram + share
-    return gram.numpy() if gram is not None else np.zeros((0, 0))
+        gram = gram + (d @ d.T) * inputs_gram
+    return gram.numpy()

@@ -160,17 +160,19 @@ def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress
     limit = DEFAULT_PROJECTION_DIM if projection_dim is None else int(projection_dim)
     if limit < 1:
         raise ValueError(f"projection_dim must be a positive integer or None, not {projection_dim!r}")
-    x = inputs.to(dtype) if torch.is_floating_point(inputs) else inputs
+    if not n_params:
+        raise ValueError("the model has no trainable parameters to linearise")
     layers = qualifying_layers(model, inputs) if factor_linear else {}
     factored = {f"{name}.{p}" for name, layer in layers.items() for p, v in layer.named_parameters()
                 if v.requires_grad}
-    rest = [name for name, v in model.named_parameters() if v.requires_grad and name not in factored]
+    rest = {name: v.numel() for name, v in model.named_parameters() if v.requires_grad and name not in factored}
+    rest_params = sum(rest.values())
+    project = rest_params > limit
     theta = None
     if layers:
         trainable, frozen = _state(model, dtype)
+        x = inputs.to(dtype) if torch.is_floating_point(inputs) else inputs
         theta = linear_layers_gram(model, {**trainable, **frozen}, x, layers)
-    rest_params = sum(v.numel() for name, v in model.named_parameters() if name in set(rest))
-    project = rest_params > limit
     if rest:
         sketch = count_sketch(rest_params, limit, seed, dtype) if project else None
         rows = []

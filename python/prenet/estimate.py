@@ -127,6 +127,11 @@ def _input_maker(model, input_shape, example_input):
                                     torch.randn((b,) + shape))
 
 
+def epoch_batches(batch, dataset_size):
+    """The batch sizes of an epoch in order: ceil(dataset_size / batch) steps, the last one at the remainder."""
+    return [batch] * (dataset_size // batch) + ([dataset_size % batch] if dataset_size % batch else [])
+
+
 def _check(model, batch, dataset_size, optimizer, precision=None):
     """Rejects bad arguments of predict and measure by name; `precision` None: the caller checks its own."""
     import torch
@@ -376,7 +381,7 @@ def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None
     GPU); under a mixed precision, forward and loss are traced with CUDA autocast's casts
     (prenet.autocast_policy)."""
     make_inputs = _input_maker(model, input_shape, example_input)
-    sizes = [batch] * (dataset_size // batch) + ([dataset_size % batch] if dataset_size % batch else [])
+    sizes = epoch_batches(batch, dataset_size)
     modes = [(module, module.training) for module in model.modules()]
     if not all(training for _, training in modes):
         model.train()  # a training step, as the model's own train() sets it up; each module's mode restored after
@@ -398,9 +403,9 @@ def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", pr
     gap_us = launch_gap.gap_us(device) if on_gpu else 0.0
     # A bundle fitted on latencies holds the gap in every kernel it predicts: taken off; one fitted on device time
     # does not.
-    in_kernels = on_gpu and learned_timing(str(gpu_bundle_folder(bundle, device))) == "latency"
-    ops_by_size, sizes, how = traced
     folder = gpu_bundle_folder(bundle, device) if on_gpu else None
+    in_kernels = on_gpu and learned_timing(str(folder)) == "latency"
+    ops_by_size, sizes, how = traced
     # the seen-GPU bundle has no leave-one-device-out errors of its own: the unseen one's are stated (wider)
     factors = on_gpu and (uncertainty.interval_factors(folder) or uncertainty.interval_factors(PACKAGED_UNSEEN_BUNDLE))
     steps = {size: _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs, gap_us,

@@ -12,7 +12,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from .estimate import _check, _input_maker
+from .estimate import _check, _input_maker, epoch_batches
 from .host_cost import cpu_model
 from .predictors import check_precision
 
@@ -106,7 +106,7 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
     make_inputs = _input_maker(model, input_shape, example_input)
     data = make_inputs(dataset_size)  # resident on the device, consumed in order
     data = {k: v.to(device) for k, v in data.items()} if isinstance(data, dict) else data.to(device)
-    sizes = [batch] * (dataset_size // batch) + ([dataset_size % batch] if dataset_size % batch else [])
+    sizes = epoch_batches(batch, dataset_size)
     opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     scaler = torch.cuda.amp.GradScaler() if precision == "fp16" and device.type == "cuda" else None

@@ -163,10 +163,10 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
     `direct_mode`: on torch 1.13, record without its Python mode stack (_direct_mode_setter)."""
     import contextlib
 
+    from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+
     from .autocast_policy import CudaAutocast
     from .meta_model import to_meta, weights_on_meta
-
-    from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
     recorder = _recorder(meta, _direct_mode_setter() if direct_mode else None)
     labels = {id(module): name or type(module).__name__ for name, module in model.named_modules()}

@@ -25,12 +25,20 @@ namespace {
 
 enum Part { kForward, kBackward, kOptimizer };
 
-// Where a partial time goes: which layer, which part, with what weight, and the weakest basis on the way.
+// Where a partial time goes: which layer, which part, with what weight, and the weakest basis on the way; a
+// scratch row holds one alternative of a choice (see Planner::leaf) until the choice is made.
 struct Destination {
     std::size_t row;
     Part part;
     double weight;
     TimeBasis basis;
+    bool scratch = false;
+};
+
+// A kernel timed two ways; the faster one goes to `to`.
+struct Choice {
+    Destination to;
+    std::size_t first, second;  // scratch rows
 };
 
 // Elements an add kernel reads and writes per element (two inputs, one output).
@@ -86,7 +94,7 @@ public:
         forward_in(kernel, scaled(d, spec.kernels_per_tensor), 1, Precision::fp32);
     }
 
-    // Runs the queued predictions, one batch per (kind, mode).
+    // Runs the queued predictions, one batch per (kind, mode), then makes the choices.
     void flush() {
         for (auto& [key, batch] : batches_) {
             const auto ms = bundle_.predict_ms(key.first, key.second, batch.first, gpu_, optimizer_);
@@ -97,6 +105,14 @@ public:
             }
         }
         batches_.clear();
+        for (const Choice& c : choices_) {
+            const LayerTime& a = scratch_[c.first];
+            const LayerTime& b = scratch_[c.second];
+            const LayerTime& faster = a.forward_ms <= b.forward_ms ? a : b;
+            add(c.to, faster.forward_basis, faster.forward_ms);
+        }
+        choices_.clear();
+        scratch_.clear();
     }
 
 private:
@@ -117,10 +133,44 @@ private:
         return roofline_ms(cost.forward_flops, cost.forward_bytes, gpu_);
     }
 
-    // A leaf kernel: predicted where the bundle has the mode, else its roofline bound.
+    // A leaf kernel in the step's precision. On tensor cores, a kind with tensor_core_kernels runs the faster of
+    // those and its CUDA-core kernel as predicted (cuDNN's heuristics pick among the algorithms the precision
+    // allows, and TF32 allows both; a tensor-core kernel's transposes can outweigh its faster rate).
     void leaf(const LayerConfig& c, const std::string& mode, Destination d, Precision precision) {
         const LayerConfig kernel = narrowed(c, precision);
-        d.weight *= tensor_core_factor(kernel, gpu_, precision);
+        const double factor = tensor_core_factor(kernel, gpu_, precision);
+        if (mode == "forward" && kernel.kind().tensor_core_kernels &&
+            on_tensor_cores(kernel.kind(), gpu_, precision)) {
+            const auto works = kernel.kind().tensor_core_kernels(kernel);
+            if (!works.empty()) {
+                const std::size_t first = scratch_.size();
+                scratch_.resize(first + 2);
+                tensor_core_work(works, {first, kForward, 1.0, TimeBasis::predicted, true}, factor, precision);
+                timed(kernel, mode, {first + 1, kForward, 1.0, TimeBasis::predicted, true});
+                choices_.push_back({d, first, first + 1});
+                return;
+            }
+        }
+        d.weight *= factor;
+        timed(kernel, mode, d);
+    }
+
+    // Products at their CUDA-core time moved to the layer's tensor-core rate (`factor`); the rest is traffic.
+    void tensor_core_work(const std::vector<KernelWork>& works, Destination d, double factor, Precision precision) {
+        for (const auto& k : works) {
+            const LayerConfig kernel = configure(k);
+            Destination part = scaled(d, k.count);
+            if (kernel.kind().tensor_cores == TensorCores::none) {
+                forward_in(kernel, part, kMaxDepth, precision);
+                continue;
+            }
+            part.weight *= factor;
+            timed(kernel, "forward", part);
+        }
+    }
+
+    // Predicted where the bundle has the mode, else its roofline bound.
+    void timed(const LayerConfig& kernel, const std::string& mode, Destination d) {
         if (bundle_.has(kernel.kind().name, mode)) return queue(kernel, mode, d);
         const LayerCost cost = kernel.kind().cost(kernel, kFp32Bytes);
         add(d, TimeBasis::roofline, roofline_ms(cost.forward_flops, cost.forward_bytes, gpu_));
@@ -139,7 +189,7 @@ private:
     }
 
     void add(const Destination& d, TimeBasis basis, double ms) {
-        LayerTime& t = out_[d.row];
+        LayerTime& t = d.scratch ? scratch_[d.row] : out_[d.row];
         const TimeBasis b = std::max(d.basis, basis);
         switch (d.part) {
             case kForward: t.forward_ms += d.weight * ms; t.forward_basis = std::max(t.forward_basis, b); break;
@@ -155,6 +205,8 @@ private:
     Precision precision_;
     double issue_gap_ms_;
     std::map<std::pair<std::string, std::string>, std::pair<std::vector<LayerConfig>, std::vector<Destination>>> batches_;
+    std::vector<LayerTime> scratch_;
+    std::vector<Choice> choices_;
 };
 
 }  // namespace

@@ -60,6 +60,10 @@ double matrix_tflops(const LayerKind& kind, const GpuSpec& gpu, Precision precis
     return *rate;
 }
 
+bool on_tensor_cores(const LayerKind& kind, const GpuSpec& gpu, Precision precision) {
+    return matrix_tflops(kind, gpu, precision) > gpu.fp32_tflops;
+}
+
 double tensor_core_factor(const LayerConfig& config, const GpuSpec& gpu, Precision precision) {
     const LayerKind& kind = config.kind();
     if (kind.tensor_cores == TensorCores::none) return 1.0;

@@ -39,6 +39,25 @@ TEST(Kernels, BackwardKernelsOfProductsRepeatTheExactGradientFlops) {
     EXPECT_DOUBLE_EQ(forward_flops_of(conv.kind().backward_kernels(conv)), conv.kind().cost(conv, 4).backward_flops);
 }
 
+TEST(Kernels, AConvolutionOnTensorCoresIsItsImplicitGemmAndTransposes) {
+    const auto conv = find_layer_kind("conv2d").configure({{"batch", 4}, {"in_channels", 24}, {"out_channels", 48},
+                                                           {"kernel_size", 3}, {"stride", 2}, {"padding", 1},
+                                                           {"height", 15}, {"width", 15}});
+    const auto work = conv.kind().tensor_core_kernels(conv);
+    ASSERT_EQ(work.size(), 2u);
+    EXPECT_EQ(work[0].kind, "linear");
+    EXPECT_EQ(work[0].config.at("seq_len"), 4 * 8 * 8);  // output pixels of the batch
+    EXPECT_EQ(work[0].config.at("in_features"), 24 * 9);
+    EXPECT_DOUBLE_EQ(forward_flops_of({work[0]}), conv.kind().cost(conv, 4).forward_flops);
+    EXPECT_EQ(work[1].kind, "add");  // input, weights and output, each read and written once
+    EXPECT_EQ(work[1].config.at("features"), 4 * 24 * 15 * 15 + 48 * 24 * 9 + 4 * 48 * 8 * 8);
+    EXPECT_DOUBLE_EQ(3 * work[1].count, 2.0);
+    const auto depthwise = find_layer_kind("conv2d").configure({{"batch", 4}, {"in_channels", 24},
+                                                                {"out_channels", 24}, {"kernel_size", 3},
+                                                                {"height", 15}, {"width", 15}, {"groups", 24}});
+    EXPECT_TRUE(depthwise.kind().tensor_core_kernels(depthwise).empty());
+}
+
 TEST(Kernels, AttentionKernelsAddUpToItsForwardFlops) {
     for (std::int64_t bias : {0, 1}) {
         const auto c = find_layer_kind("multihead_attention").configure(
@@ -146,10 +165,10 @@ TEST_F(EstimatorTest, CompositeKindsUseTheirKernelsAndParameterFreeKindsHaveNoUp
     EXPECT_EQ(times[1].optimizer_basis, prenet::TimeBasis::exact);
 }
 
-TEST_F(EstimatorTest, CudnnConvolutionsRunOnTheTf32RooflineByDefault) {
+TEST_F(EstimatorTest, CudnnConvolutionsRunOnTf32TensorCoresByDefaultWhereThatIsFaster) {
     using prenet::Precision;
     const auto bundle = prenet::PredictorBundle::load(folder_.string());
-    // No conv2d predictor: forward and backward are roofline bounds, at the TF32 rate where the GPU has one.
+    // No conv2d predictor: on CUDA cores forward and backward are roofline bounds.
     const auto big = find_layer_kind("conv2d").configure({{"batch", 32}, {"in_channels", 256}, {"out_channels", 256},
                                                           {"kernel_size", 3}, {"padding", 1}, {"height", 28},
                                                           {"width", 28}});
@@ -160,21 +179,49 @@ TEST_F(EstimatorTest, CudnnConvolutionsRunOnTheTf32RooflineByDefault) {
     const auto fp32 = prenet::estimate_layer_times(bundle, {big, depthwise}, gpu_, "sgd");  // no TF32 rate
     prenet::GpuSpec ampere = gpu_;
     ampere.tf32_tflops = 80;  // 8x the fp32 rate
-    const auto tf32 = prenet::estimate_layer_times(bundle, {big, depthwise}, ampere, "sgd", Precision::fp32);
-    const auto strict = prenet::estimate_layer_times(bundle, {big, depthwise}, ampere, "sgd", Precision::fp32_strict);
-
     const auto cost = big.kind().cost(big, 4);
     const double compute_fp32 = 1e3 * cost.forward_flops / 10e12, memory = 1e3 * cost.forward_bytes / 100e9;
     ASSERT_GT(compute_fp32, memory);  // compute-bound at fp32
     EXPECT_NEAR(prenet::tensor_core_factor(big, ampere, Precision::fp32),
                 std::max(compute_fp32 / 8, memory) / compute_fp32, 1e-12);
     EXPECT_EQ(prenet::tensor_core_factor(big, gpu_, Precision::fp32), 1.0);
+    EXPECT_TRUE(prenet::on_tensor_cores(big.kind(), ampere, Precision::fp32));
+    EXPECT_FALSE(prenet::on_tensor_cores(big.kind(), ampere, Precision::fp32_strict));
+    EXPECT_FALSE(prenet::on_tensor_cores(big.kind(), gpu_, Precision::fp32));
+    EXPECT_EQ(fp32[0].forward_basis, prenet::TimeBasis::roofline);
+    const auto strict = prenet::estimate_layer_times(bundle, {big, depthwise}, ampere, "sgd", Precision::fp32_strict);
     EXPECT_DOUBLE_EQ(strict[0].forward_ms, fp32[0].forward_ms);
-    EXPECT_NEAR(tf32[0].forward_ms, fp32[0].forward_ms * prenet::tensor_core_factor(big, ampere, Precision::fp32),
-                1e-12);
-    EXPECT_LT(tf32[0].backward_ms, fp32[0].backward_ms);  // its gradient convolutions too
-    // A depthwise convolution is memory-bound at either rate: unchanged.
-    EXPECT_DOUBLE_EQ(tf32[1].forward_ms, fp32[1].forward_ms);
+
+    // On tensor cores: the implicit GEMM, predicted as a linear layer (1e-9 ms per FLOP here) and moved to the
+    // TF32 rate, plus a read and a write of the input, weights and output for the NCHW <-> NHWC transposes.
+    auto tensor_core_ms = [&](const prenet::LayerConfig& c, const prenet::GpuSpec& gpu) {
+        const double transposed = 32.0 * 256 * 28 * 28 * 2 + 256.0 * 256 * 9;
+        return 1e-9 * c.kind().cost(c, 4).forward_flops * prenet::tensor_core_factor(c, gpu, Precision::fp32) +
+               1e3 * 2 * 4 * transposed / gpu.memory_bandwidth_gbs / 1e9;
+    };
+    // Here that is slower than the CUDA-core kernel (this bundle's GEMMs reach a tenth of the fp32 peak), so cuDNN
+    // would keep the latter, and so does the estimate.
+    const auto slow_gemm = prenet::estimate_layer_times(bundle, {big}, ampere, "sgd", Precision::fp32);
+    ASSERT_GT(tensor_core_ms(big, ampere), fp32[0].forward_ms);
+    EXPECT_DOUBLE_EQ(slow_gemm[0].forward_ms, fp32[0].forward_ms);
+    // With 100x the TF32 rate and the bandwidth the tensor-core path wins, for dX and dW too (without bias; db
+    // reads dY once).
+    prenet::GpuSpec hopper = ampere;
+    hopper.tf32_tflops = 1000;
+    hopper.memory_bandwidth_gbs = 10000;
+    const auto tf32 = prenet::estimate_layer_times(bundle, {big}, hopper, "sgd", Precision::fp32);
+    const auto hopper_strict = prenet::estimate_layer_times(bundle, {big}, hopper, "sgd", Precision::fp32_strict);
+    EXPECT_NEAR(tf32[0].forward_ms, tensor_core_ms(big, hopper), 1e-9);
+    EXPECT_LT(tf32[0].forward_ms, hopper_strict[0].forward_ms);
+    EXPECT_EQ(tf32[0].forward_basis, prenet::TimeBasis::roofline);  // no add predictor for the transposes
+    auto unbiased = big.values();
+    unbiased[big.kind().parameter_index("bias")] = 0;
+    const prenet::LayerConfig gradient(big.kind(), unbiased);
+    EXPECT_NEAR(tf32[0].backward_ms, 2 * tensor_core_ms(gradient, hopper) + 1e3 * 4 * 32 * 256 * 28 * 28 / 10000e9,
+                1e-9);
+    // A depthwise convolution keeps its own kernel, memory-bound at either rate: unchanged.
+    const auto ampere_tf32 = prenet::estimate_layer_times(bundle, {depthwise}, ampere, "sgd", Precision::fp32);
+    EXPECT_DOUBLE_EQ(ampere_tf32[0].forward_ms, fp32[1].forward_ms);
     // Matmuls stay in full fp32 by default.
     const auto linear = find_layer_kind("linear").configure(
         {{"batch", 64}, {"seq_len", 128}, {"in_features", 1024}, {"out_features", 1024}});

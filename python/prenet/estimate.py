@@ -196,7 +196,8 @@ def _tensor_core_spread(works, catalog, device, precision):
     cores): the inverse of the tensor-core factor the estimate applies to its kind and configuration. The
     predictors learned their efficiencies from fp32 CUDA-core kernels only (no data here times a tensor-core
     kernel), so a tensor-core op's time is known only between that efficiency kept at the tensor-core rate (the
-    estimate, prenet/precision.hpp) and the CUDA-core kernel: the interval's high side takes the latter."""
+    estimate, prenet/precision.hpp; a convolution's from its implicit GEMM, prenet/layer_time.hpp) and the
+    CUDA-core kernel: the interval's high side takes the latter."""
     import numpy as np
 
     factors = {}

@@ -83,6 +83,11 @@ public:
     // Whether its kernels are matrix products that tensor cores run (see prenet/precision.hpp): cuDNN
     // convolutions (TF32 by default in fp32) or matmuls (full fp32 by default); both in bf16 and fp16.
     TensorCores tensor_cores = TensorCores::none;
+    // What the layer runs where it is on tensor cores, if that is not the CUDA-core work its predictor learned
+    // (empty function or result: its own prediction moved to the tensor-core rate). Entries of a matrix kind are
+    // timed at their CUDA-core efficiency and moved to this layer's tensor-core rate; the others are memory
+    // traffic in the step's precision. A convolution: an implicit GEMM and layout transposes (conv2d.cpp).
+    std::function<std::vector<KernelWork>(const LayerConfig&)> tensor_core_kernels;
 
     // Fills defaults, rejects unknown or missing keys and out-of-range values, then validates.
     LayerConfig configure(const std::map<std::string, std::int64_t>& given) const;

@@ -33,7 +33,8 @@ struct LayerTime {
 //             add-shaped kernels sharing its element passes (an add moves 3 elements per element).
 // Every leaf kernel runs in `precision` (prenet/precision.hpp; the predictors learned from fp32 CUDA-core
 // kernels only): tensor-core kinds keep the efficiency predicted for fp32 on the precision's roofline (their fp32
-// time times tensor_core_factor), memory-bound kinds are timed as their narrowed configuration. The optimizer's
+// time times tensor_core_factor; a kind with tensor_core_kernels, a convolution, as those kernels: its implicit
+// GEMM so moved and its layout transposes), memory-bound kinds are timed as their narrowed configuration. The optimizer's
 // update runs in fp32 whatever the precision. `issue_gap_ms`: host time that every latency the bundle learned
 // includes (the measurement's time to issue the operator, see prenet/launch_gap.py); taken off each predicted
 // kernel to leave its device time, never below the kernel's roofline bound (nor above its prediction); 0 keeps

@@ -25,6 +25,9 @@ double element_bytes(Precision precision);  // 4 or 2
 // has no rate for a 2-byte type on this GPU (the GPU does not support it).
 double matrix_tflops(const LayerKind& kind, const GpuSpec& gpu, Precision precision);
 
+// Whether a kind's kernels run on tensor cores under `precision`: its matrix rate there exceeds the CUDA cores'.
+bool on_tensor_cores(const LayerKind& kind, const GpuSpec& gpu, Precision precision);
+
 // Time of a tensor-core kind under `precision` over its fp32 time: the roofline bound with the precision's rate and
 // element size over the bound at the fp32 rate with 4-byte elements (Williams et al., 2009; rates from the
 // catalog's datasheets), i.e. the efficiency predicted for fp32 kept on the faster roofline. 1 for other kinds.

@@ -4,7 +4,7 @@ import pytest
 import torch.nn as nn
 
 import prenet
-from prenet import launch_gap, launch_queue
+from prenet import host_cost, launch_gap, launch_queue
 
 
 def test_queue_follows_the_recurrence_op_by_op():
@@ -49,6 +49,16 @@ def test_packaged_gaps_are_those_the_operator_set_gives():
     packaged = launch_gap.load()
     refit = launch_gap.fit()
     assert refit["gap_us"] == packaged["gap_us"]
+    assert refit["kind_gap_us"] == packaged["kind_gap_us"]
+    assert refit["typical_kind_gap_us"] == packaged["typical_kind_gap_us"]
+    assert refit["floor_checks"] == packaged["floor_checks"]
+    # Large GEMMs pay the linear's floor in series with the kernel: the intercept of latency against FLOPs is the
+    # floor (within 10%), far above the streaming gap, on every host with enough such rows.
+    checks = packaged["floor_checks"]["linear"]
+    assert len(checks) >= 3
+    for gpu, check in checks.items():
+        assert check["intercept_us"] == pytest.approx(check["floor_us"], rel=0.1)
+        assert check["intercept_us"] > 2 * packaged["gap_us"][gpu]
     assert set(packaged["gap_us"]) == {"NVIDIA A100-PCIE-40GB", "Tesla P100-PCIE-16GB", "Tesla P4", "Tesla T4",
                                        "Tesla V100-PCIE-32GB"}
     assert all(10 < gap < 40 for gap in packaged["gap_us"].values())
@@ -63,11 +73,13 @@ def test_packaged_gaps_are_those_the_operator_set_gives():
 def test_predicted_kernels_leave_the_gap_and_the_host_pays_it():
     model = nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(20)])
     estimate = prenet.predict(model, batch=64, gpu="A100", input_shape=(1024,), dataset_size=256)
-    gap_ms = 1e-3 * launch_gap.gap_us("NVIDIA A100-PCIE-40GB")
+    gap_ms = 1e-3 * launch_gap.gap_us("NVIDIA A100-PCIE-40GB", kind="linear")
     single = prenet.predict_layer("linear", gpu="A100", batch=1, seq_len=64, in_features=1024, out_features=1024)
     forward_addmm = estimate.ops[(estimate.ops["op"] == "addmm.default") & (estimate.ops["phase"] == "forward")]
-    assert single > 2 * gap_ms  # the latency as measured; the kernel's device time is what the gap leaves
+    assert single > gap_ms  # the latency as measured; the kernel's device time is what the linear's gap leaves
     assert forward_addmm["ms"].tolist() == pytest.approx([single - gap_ms] * 20, rel=1e-6)
+    assert forward_addmm["host_ms"].min() > gap_ms  # and the host pays it
+    gap_ms = 1e-3 * launch_gap.gap_us("NVIDIA A100-PCIE-40GB")  # the machine's: the least any kernel pays
     # Tiny layers: host-bound, every kernel issue paying the gap (its dispatch share counted per op).
     tiny = prenet.predict(nn.Sequential(*[nn.Linear(8, 8) for _ in range(20)]), batch=4, gpu="A100",
                           input_shape=(8,), dataset_size=64)
@@ -75,6 +87,21 @@ def test_predicted_kernels_leave_the_gap_and_the_host_pays_it():
     kernels = tiny.ops["kind"].notna().sum()
     assert tiny.host_ms > kernels * gap_ms
     assert tiny.step_seconds >= 1e-3 * tiny.host_ms
+
+
+def test_a_convolutions_backward_issues_its_input_and_weight_gradients_separately():
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, bias=False), nn.Conv2d(8, 8, 3, bias=False))
+    estimate = prenet.predict(model, batch=4, gpu="T4", input_shape=(3, 16, 16), dataset_size=4)
+    ops = estimate.ops
+    backward = ops[ops["op"] == "convolution_backward.default"]
+    first, second = backward[backward["count"] == 0.5], backward[backward["count"] == 1.0]
+    assert len(first) == 1 and len(second) == 1  # the first layer needs no input gradient
+    conv_gap_ms = 1e-3 * launch_gap.gap_us("Tesla T4", kind="conv2d")
+    # dX and dW each pay the convolution's issue gap; the first layer only dW
+    extra = second["host_ms"].iloc[0] - first["host_ms"].iloc[0]
+    assert extra == pytest.approx(conv_gap_ms - 1e-3 * host_cost.load()["op_us"], rel=1e-6)
+    forward = ops[(ops["op"] == "convolution.default")]
+    assert (forward["host_ms"] > conv_gap_ms).all()
 
 
 def test_device_timing_takes_each_hosts_gap_off_its_latencies():
@@ -87,6 +114,9 @@ def test_device_timing_takes_each_hosts_gap_off_its_latencies():
         assert (mine["latency_ms"].to_numpy() == latency[latency["gpu"] == gpu]["forward_ms"].to_numpy()).all()
         assert np.allclose(mine["latency_ms"] - mine["forward_ms"], 1e-3 * gaps["per_operator"][gpu]["add"]["gap_us"])
     assert (device["forward_ms"] > 0).all()
+    linear = load_neusight(timing="device")["linear"]
+    v100 = linear[linear["gpu"] == "Tesla V100-PCIE-32GB"]
+    assert np.allclose(v100["latency_ms"] - v100["forward_ms"], 1e-3 * gaps["kind_gap_us"]["Tesla V100-PCIE-32GB"]["linear"])
     with pytest.raises(ValueError, match="unknown timing 'wall'; known: latency, device"):
         load_neusight(timing="wall")
 
@@ -122,8 +152,36 @@ def test_an_operators_own_gap_is_used_where_it_was_fitted():
     gaps = launch_gap.load()
     p100 = gaps["per_operator"]["Tesla P100-PCIE-16GB"]
     assert launch_gap.gap_us("Tesla P100-PCIE-16GB", gaps, "relu") == p100["relu"]["gap_us"]
-    assert launch_gap.gap_us("Tesla P100-PCIE-16GB", gaps, "conv2d") == gaps["gap_us"]["Tesla P100-PCIE-16GB"]
-    assert launch_gap.gap_us("NVIDIA A100 80GB PCIe", gaps, "conv2d") == gaps["typical_gap_us"]
+    assert launch_gap.gap_us("Tesla P100-PCIE-16GB", gaps, "conv2d") == gaps["kind_gap_us"]["Tesla P100-PCIE-16GB"]["conv2d"]
+    # the conv-only A100 host has its own convolution gap; a GPU never measured takes each kind's typical one
+    assert launch_gap.gap_us("NVIDIA A100 80GB PCIe", gaps, "conv2d") == gaps["kind_gap_us"]["NVIDIA A100 80GB PCIe"]["conv2d"]
+    assert launch_gap.gap_us("NVIDIA H100 80GB HBM3", gaps, "linear") == gaps["typical_kind_gap_us"]["linear"]
+    # a kind no host timed (batch norm) and traffic (kind None) take the machine's gap
+    assert launch_gap.gap_us("Tesla T4", gaps, "batchnorm2d") == gaps["gap_us"]["Tesla T4"]
+    assert launch_gap.gap_us("Tesla T4", gaps, None) == gaps["gap_us"]["Tesla T4"]
+    # library-backed kinds cost more to issue than a streaming kernel on every host that timed both
+    for gpu, kinds in gaps["kind_gap_us"].items():
+        if "add" in kinds:
+            assert kinds["linear"] > kinds["add"] and kinds["layer_norm"] > kinds["add"]
+
+
+def test_kind_gaps_are_floors_less_the_hosts_least_streaming_kernel():
+    import pandas as pd
+
+    def table(gpu_latencies_us):
+        return pd.DataFrame([{"gpu": gpu, "forward_ms": 1e-3 * us} for gpu, values in gpu_latencies_us.items()
+                             for us in values])
+
+    # Host A: streaming floors 30, 32, 34 (median 32) with a fitted gap of 20, so its least streaming kernel takes
+    # 12 us; its linear floor 60 gives a linear gap of 48. Host B timed linear only: the typical least kernel
+    # (12, the only host with streaming kinds) is taken off its floor.
+    tables = {"add": table({"A": [30, 90]}), "relu": table({"A": [32, 80]}), "gelu": table({"A": [34, 70]}),
+              "linear": table({"A": [60, 400], "B": [70, 500]})}
+    per_op = {"A": {k: {"gap_us": 20.0} for k in ("add", "relu", "gelu")}}
+    kinds = launch_gap.kind_gaps(tables, per_op, {"A": 20.0})
+    assert kinds["A"]["linear"] == pytest.approx(48.0)
+    assert kinds["A"]["add"] == 20.0  # the streaming fit, not the floor
+    assert kinds["B"] == {"linear": pytest.approx(58.0)}
 
 
 def test_the_interval_of_a_host_bound_step_spans_the_hosts_spread():

@@ -155,8 +155,9 @@ def _op_precision(work, precision):
     return "fp32_strict" if precision == "fp32_strict" else "fp32"
 
 
-def _device_times(ops, native, catalog, device, optimizer, precision, gap_ms=0.0):
-    """Per op: (Work or None, device milliseconds, basis); `gap_ms`: the launch gap in the learned latencies.
+def _device_times(ops, native, catalog, device, optimizer, precision, gap_ms=lambda kind: 0.0):
+    """Per op: (Work or None, device milliseconds, basis); `gap_ms(kind)`: the launch gap in the learned
+    latencies of a kind.
     Each distinct configuration is predicted once, for its forward and backward parts together (a model repeats
     its blocks, and a layer's backward ops have its forward's configuration)."""
     works = [op_costs.work_of(op) for op in ops]
@@ -169,16 +170,18 @@ def _device_times(ops, native, catalog, device, optimizer, precision, gap_ms=0.0
     for (kind, kernel_precision), by_config in groups.items():
         configs = [works[indices[0]].config for indices in by_config.values()]
         try:
-            times = native.estimate(kind, configs, catalog, device, optimizer, kernel_precision, gap_ms)
+            times = native.estimate(kind, configs, catalog, device, optimizer, kernel_precision, gap_ms(kind))
         except ValueError:  # a configuration outside its kind's range: cost its ops by their traffic
             times = []
             for config, indices in zip(configs, by_config.values()):
                 try:
-                    times += native.estimate(kind, [config], catalog, device, optimizer, kernel_precision, gap_ms)
+                    times += native.estimate(kind, [config], catalog, device, optimizer, kernel_precision,
+                                             gap_ms(kind))
                 except ValueError:
                     for i in indices:
                         works[i] = op_costs.traffic(op_costs.moved_bytes(ops[i]) / op_costs.FP32_BYTES)
-                        t = native.estimate("add", [works[i].config], catalog, device, optimizer, "fp32", gap_ms)[0]
+                        t = native.estimate("add", [works[i].config], catalog, device, optimizer, "fp32",
+                                            gap_ms("add"))[0]
                         ms[i], basis[i] = works[i].count * t["forward_ms"], "traffic"
                     times.append(None)
         for indices, t in zip(by_config.values(), times):
@@ -262,35 +265,41 @@ class _StepCost:
         return float(self.host.sum())
 
 
-def _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs, gap_us, gap_in_kernels,
+def _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs, gaps, gap_in_kernels,
           with_spread=False):
     """The _StepCost of one training step. On a GPU each op's host cost is its dispatch (measured here), a kernel
-    issue where it launches one (the launch gap of prenet.launch_gap, which includes dispatch), and an autograd
-    node in the backward pass; module calls are spread over the forward ops. `gap_in_kernels`: the bundle's
-    predictions hold the gap (learned from latencies), to be taken off each kernel; `with_spread`: also each op's
-    CUDA-core time over its estimate (_tensor_core_spread)."""
+    issue per library call it makes (its kind's launch gap on `device`, prenet.launch_gap, which includes
+    dispatch; the machine's for ops costed by traffic), and an autograd node in the backward pass; module calls
+    are spread over the forward ops. `gap_in_kernels`: the bundle's predictions hold each kind's gap (learned from
+    latencies), to be taken off each kernel; `with_spread`: also each op's CUDA-core time over its estimate
+    (_tensor_core_spread)."""
     import numpy as np
 
-    gap_ms = 1e-3 * gap_us if gap_in_kernels else 0.0
+    issue_us = functools.lru_cache(None)(lambda kind: launch_gap.gap_us(device, gaps, kind) if on_gpu else 0.0)
+    gap_ms = (lambda kind: 1e-3 * issue_us(kind)) if gap_in_kernels else (lambda kind: 0.0)
     works, ms, basis = _device_times(ops, native, catalog, device, OPTIMIZERS[optimizer], precision, gap_ms)
     parameters = [p.numel() for p in model.parameters() if p.requires_grad]
     # PyTorch's optimizers default to their multi-tensor (foreach) path when every parameter is on a CUDA device:
     # each of the update's kernels then covers all tensors at once; on the CPU they loop over tensors.
     groups = [float(sum(parameters))] if on_gpu and parameters else [float(n) for n in parameters]
-    update_ms = sum(native.update_ms(groups, catalog, device, OPTIMIZERS[optimizer], gap_ms))
+    update_ms = sum(native.update_ms(groups, catalog, device, OPTIMIZERS[optimizer], gap_ms(None)))
     per_tensor = costs["optimizer_tensor_us"]["adam" if optimizer.startswith("adam") else "sgd_momentum"]
     modules = len(list(model.modules()))  # each called once per step
     forward_ops = max(1, sum(1 for op in ops if op.phase == "forward"))
     if on_gpu:
-        launch_us = max(0.0, gap_us - costs["op_us"])  # the gap's share beyond the dispatch counted per op
-        host_us = [costs["op_us"] + (launch_us if w is not None else 0.0) +
+        def launch_us(work):  # the gap's share beyond the dispatch counted per op, for each library call
+            if work is None:
+                return 0.0
+            return work.kernels * max(0.0, issue_us(work.kind if work.how == "layer" else None) - costs["op_us"])
+
+        host_us = [costs["op_us"] + launch_us(w) +
                    (costs["autograd_node_us"] if op.phase == "backward" else modules * costs["module_call_us"] /
                     forward_ops) for op, w in zip(ops, works)]
         # A multi-tensor update launches its kernels once per group of tensors (PyTorch's MultiTensorApply takes
         # 36 to 110 tensors per launch depending on how many lists it updates: 36 taken).
         spec = next(o for o in core().optimizers() if o["name"] == OPTIMIZERS[optimizer])
         update_host_us = (len(parameters) * per_tensor +
-                          spec["kernels_per_tensor"] * math.ceil(len(parameters) / 36) * gap_us)
+                          spec["kernels_per_tensor"] * math.ceil(len(parameters) / 36) * issue_us(None))
     else:  # the CPU predictors' times already include each operator's dispatch
         host_us = [0.0] * len(ops)
         update_host_us = modules * costs["module_call_us"] + len(parameters) * per_tensor
@@ -401,7 +410,7 @@ def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", pr
     native, catalog, device = resolve(gpu, bundle)
     on_gpu = catalog is not host_catalog()
     costs = host_cost.load()
-    gap_us = launch_gap.gap_us(device) if on_gpu else 0.0
+    gaps = launch_gap.load() if on_gpu else None
     # A bundle fitted on latencies holds the gap in every kernel it predicts: taken off; one fitted on device time
     # does not.
     folder = gpu_bundle_folder(bundle, device) if on_gpu else None
@@ -409,7 +418,7 @@ def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", pr
     ops_by_size, sizes, how = traced
     # the seen-GPU bundle has no leave-one-device-out errors of its own: the unseen one's are stated (wider)
     factors = on_gpu and (uncertainty.interval_factors(folder) or uncertainty.interval_factors(PACKAGED_UNSEEN_BUNDLE))
-    steps = {size: _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs, gap_us,
+    steps = {size: _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs, gaps,
                          in_kernels, with_spread=bool(factors)) for size, ops in ops_by_size.items()}
     epoch = [steps[size] for size in sizes]
     # A step: the steady state of the epoch's full-size steps (the last, partial one counts in the epoch only).

@@ -10,8 +10,14 @@ latency the kernel ends before the host records the end event, and the latency o
 The fitted gap, per GPU machine (median over the three operators), is the host's cost of issuing one kernel in a
 training step (prenet.estimate); where the predictors learned latencies, it is also taken off every predicted
 kernel (device time = latency - gap, never below the kernel's roofline bound). Fitting device time instead
-(prenet.datasets.load_neusight(timing="device")) takes each operator's own gap where it was fitted, the machine's
-elsewhere.
+(prenet.datasets.load_neusight(timing="device")) takes each operator's own gap.
+
+Issuing costs differ by operator on one host: the cheapest configurations of a kind sit on a flat floor (on the
+V100 host 45 linears of 0.5 to 144 MFLOP all measured 63.3-64.5 us, 244 layer norms of 2 thousand to 1.3 million
+elements 57.5-58.6 us, the least add 31.8 us), a fixed cost that kernels that small do not have on the device.
+A kind without a streaming fit gets its gap from its floor: floor - the least device time of that host's
+streaming kernels (their floor less their gap; the typical one on a host that timed none). For convolutions,
+whose cheapest measured configuration still has a few microseconds of work, this overstates the gap by that much.
 
 `python -m prenet.launch_gap` fits it and writes data/gpu_launch_gaps.json (packaged with prenet).
 """
@@ -58,16 +64,62 @@ def fit(folder=None):
             per_op.setdefault(gpu, {})[kind] = {"gap_us": round(gap, 2), "bandwidth_gbs": round(bandwidth, 1),
                                                 "rows": used, "median_relative_residual": round(residual, 4)}
     gaps = {gpu: round(statistics.median(v["gap_us"] for v in ops.values()), 2) for gpu, ops in per_op.items()}
+    kinds = kind_gaps(tables, per_op, gaps)
     return {
         "gap_us": gaps,
         "typical_gap_us": round(statistics.median(gaps.values()), 2),
         "per_operator": per_op,
+        "kind_gap_us": kinds,
+        "typical_kind_gap_us": {kind: round(statistics.median(g[kind] for g in kinds.values() if kind in g), 2)
+                                for kind in sorted(tables)},
+        "floor_checks": {"linear": gemm_floor_check(tables["linear"])},
         "method": f"latency = gap + bytes / bandwidth, least squares on rows above {ABOVE_FLOOR}x the 2nd-percentile "
                   f"latency, per GPU and operator ({', '.join(STREAMING_KINDS)}); gap per GPU = median over them; "
-                  "typical = median over GPUs (used for GPUs not measured)",
+                  "typical = median over GPUs (used for GPUs not measured). Other kinds (kind_gap_us): the kind's "
+                  "least latency on that host less the least device time of its streaming kernels (their least "
+                  "latency, median over the three, less the host's gap; the median over hosts where a host timed "
+                  "none); typical_kind_gap_us = median over hosts",
         "source": f"NeuSight operator latencies ({neusight_folder() if folder is None else folder}), "
                   "PyTorch 2.1, CUDA 12.1",
     }
+
+
+def gemm_floor_check(linear):
+    """Whether a linear's floor is paid before its kernel: per host, latency = intercept + FLOPs / rate fitted on
+    GEMMs with every dimension >= 512 (tiles fill, a steady rate) between 1.3x and 6x the floor; an intercept
+    near the floor (not near the streaming gap) says every GEMM pays it in series."""
+    import numpy as np
+
+    out = {}
+    for gpu, rows in linear.groupby("gpu"):
+        latency_us = 1e3 * rows["forward_ms"].to_numpy()
+        flops = 2.0 * (rows["batch"] * rows["seq_len"] * rows["in_features"] * rows["out_features"]).to_numpy()
+        floor = latency_us.min()
+        keep = ((rows["batch"] * rows["seq_len"] >= 512) & (rows["in_features"] >= 512) &
+                (rows["out_features"] >= 512)).to_numpy() & (latency_us > 1.3 * floor) & (latency_us < 6 * floor)
+        if keep.sum() < 20:
+            continue
+        (intercept, us_per_flop), *_ = np.linalg.lstsq(np.c_[np.ones(keep.sum()), flops[keep]], latency_us[keep],
+                                                      rcond=None)
+        out[gpu] = {"floor_us": round(float(floor), 2), "intercept_us": round(float(intercept), 2),
+                    "tflops": round(1e-6 / float(us_per_flop), 2), "rows": int(keep.sum())}
+    return out
+
+
+def kind_gaps(tables, per_op, gaps):
+    """{gpu: {kind: gap_us}} for every kind each host timed: the streaming fit where there is one, else the
+    kind's floor (least latency) less the host's least streaming device time (module description)."""
+    floors = {}
+    for kind, frame in tables.items():
+        for gpu, least_ms in frame.groupby("gpu")["forward_ms"].min().items():
+            floors.setdefault(gpu, {})[kind] = 1e3 * least_ms
+    least_kernel = {gpu: statistics.median(floors[gpu][k] for k in STREAMING_KINDS if k in floors[gpu]) - gaps[gpu]
+                    for gpu in gaps}
+    typical_least = statistics.median(least_kernel.values())
+    return {gpu: {kind: (per_op[gpu][kind]["gap_us"] if kind in per_op.get(gpu, {}) else
+                         round(floor - least_kernel.get(gpu, typical_least), 2))
+                  for kind, floor in sorted(by_kind.items())}
+            for gpu, by_kind in sorted(floors.items())}
 
 
 def load(path=None):
@@ -78,11 +130,15 @@ def load(path=None):
 
 
 def gap_us(gpu, gaps=None, kind=None):
-    """The fitted gap of a GPU (canonical name) where it was measured, else the typical one; with `kind`, that
-    operator's own gap on that GPU where it was fitted (issuing F.relu and torch.add costs differently)."""
+    """The fitted gap of a GPU (canonical name) where it was measured, else the typical one. With `kind`, that
+    operator's own gap: on that GPU where its host timed the kind, else the kind's typical gap where any host did
+    (issuing F.relu, F.linear and a convolution costs differently); other kinds take the machine's."""
     gaps = gaps or load()
-    own = gaps["per_operator"].get(gpu, {}).get(kind) if kind else None
-    return own["gap_us"] if own else gaps["gap_us"].get(gpu, gaps["typical_gap_us"])
+    if kind is not None:
+        own = gaps["kind_gap_us"].get(gpu, {}).get(kind, gaps["typical_kind_gap_us"].get(kind))
+        if own is not None:
+            return own
+    return gaps["gap_us"].get(gpu, gaps["typical_gap_us"])
 
 
 def host_spread(gaps=None):

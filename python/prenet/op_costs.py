@@ -34,15 +34,16 @@ class Work:
     count: float = 1.0
     how: str = "layer"  # "layer": a layer kind's own predictor; "traffic": elements moved, as an add
     narrow: bool = False
+    kernels: int = 1  # library calls the host issues for it, each paying its kind's launch gap
 
 
 def numel(shape):
     return math.prod(shape) if shape else 1
 
 
-def traffic(elements, how="traffic"):
+def traffic(elements):
     """An add-shaped kernel moving `elements` 4-byte elements (an add moves 3 per output element)."""
-    return Work("add", {"batch": 1, "features": max(1, math.ceil(elements / 3))}, how=how)
+    return Work("add", {"batch": 1, "features": max(1, math.ceil(elements / 3))}, how="traffic")
 
 
 def _tensors(op):
@@ -67,7 +68,7 @@ def runs_narrow(op):
     return elements > 0 and sum(n * size for n, size in floating) < 3 * elements
 
 
-def _conv(x, w, bias, stride, padding, groups, part, count=1.0):
+def _conv(x, w, bias, stride, padding, groups, part, count=1.0, kernels=1):
     if len(x) != 4 or len(w) != 4:
         return None
     # Non-square kernels and inputs are mapped to the square ones of the same area (the same multiply-adds).
@@ -76,7 +77,7 @@ def _conv(x, w, bias, stride, padding, groups, part, count=1.0):
                            "stride": round(math.sqrt(stride[0] * stride[1])),
                            "padding": round(math.sqrt(padding[0] * padding[1])),
                            "height": round(math.sqrt(x[2] * x[3])), "width": round(math.sqrt(x[2] * x[3])),
-                           "groups": groups, "bias": int(bias)}, part, count)
+                           "groups": groups, "bias": int(bias)}, part, count, kernels=kernels)
 
 
 def convolution(op):
@@ -92,8 +93,10 @@ def convolution_backward(op):
     bias_sizes, stride, padding, dilation, transposed, _, groups, mask = op.arguments[3:11]
     if transposed or any(d != 1 for d in dilation):
         return None
-    # The composed backward has an input- and a weight-gradient convolution; the first layer needs no dX.
-    return _conv(x, w, bool(mask[2]), stride, padding, groups, "backward", 1.0 if mask[0] else 0.5)
+    # The composed backward has an input- and a weight-gradient convolution, each its own library call; the first
+    # layer needs no dX.
+    return _conv(x, w, bool(mask[2]), stride, padding, groups, "backward", 1.0 if mask[0] else 0.5,
+                 kernels=int(bool(mask[0])) + int(bool(mask[1])))
 
 
 def addmm(op):

@@ -12,8 +12,9 @@ covers 80% on average; the quantiles over all five held-out devices at that rang
 .json) are what prenet.predict states.
 
 Timing "device" (`--timing device`) fits every candidate on device time (each latency less its measuring host's
-launch gap, prenet.launch_gap: a property of the host that no GPU specification predicts) and predicts a held-out
-GPU's latency as that plus the median gap of the GPUs fitted on; cases are still judged on measured latency.
+launch gap for that operator, prenet.launch_gap: a property of the host that no GPU specification predicts) and
+predicts a held-out GPU's latency as that plus the fitted GPUs' median gap for the operator; cases are still judged
+on measured latency.
 
 Run by pytest (tests/test_unseen_gpu.py, reduced) and at full size by `python -m prenet.unseen_gpu`.
 """
@@ -67,8 +68,8 @@ def leave_one_device_out(kind, frame, settings):
     for held_out in sorted(frame["gpu"].unique()):
         train, test = frame[frame["gpu"] != held_out], frame[frame["gpu"] == held_out]
         fitted_on = sorted(train["gpu"].unique())
-        # the latency a held-out case would show: device time predicted plus a typical host's gap
-        added_gap_ms = (1e-3 * float(np.median([launch_gap.gap_us(gpu) for gpu in fitted_on]))
+        # the latency a held-out case would show: device time predicted plus a typical host's gap for the kind
+        added_gap_ms = (1e-3 * float(np.median([launch_gap.gap_us(gpu, kind=kind) for gpu in fitted_on]))
                         if settings.timing == "device" else 0.0)
         measured = test["latency_ms" if settings.timing == "device" else "forward_ms"].to_numpy(float)
         for set_name in settings.sets:

@@ -212,8 +212,10 @@ def test_the_interval_reaches_the_cuda_core_time_of_tensor_core_operators():
     tf32 = prenet.predict(model, gpu="H100", **kwargs)
     strict = prenet.predict(model, gpu="H100", precision="fp32_strict", **kwargs)
     assert tf32.epoch_seconds < strict.epoch_seconds, "cuDNN's convolutions run on TF32 tensor cores"
-    # no data times a tensor-core kernel: the high side goes as far as the CUDA-core kernels
+    # no data times a tensor-core kernel: the high side goes as far as the CUDA-core kernels, and no further (the
+    # convolutions' layout transposes and the tensor-core factor do not widen it)
     assert tf32.interval_seconds[1] >= strict.epoch_seconds > tf32.epoch_seconds
+    assert tf32.interval_seconds[1] == pytest.approx(strict.interval_seconds[1], rel=1e-6)
     # a V100 has no TF32: its fp32 convolutions are CUDA-core ones, with the same interval as fp32_strict
     v100 = [prenet.predict(model, gpu="V100", precision=p, **kwargs).interval_seconds for p in ("fp32", "fp32_strict")]
     assert v100[0] == pytest.approx(v100[1])

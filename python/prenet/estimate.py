@@ -194,24 +194,33 @@ def _device_times(ops, native, catalog, device, optimizer, precision, gap_ms=lam
     return works, ms, basis
 
 
-def _tensor_core_spread(works, catalog, device, precision):
-    """Per op, how many times slower it would run on CUDA cores than the estimate (>= 1; 1 for ops not on tensor
-    cores): the inverse of the tensor-core factor the estimate applies to its kind and configuration. The
-    predictors learned their efficiencies from fp32 CUDA-core kernels only (no data here times a tensor-core
+def _tensor_core_spread(works, ms, native, catalog, device, optimizer, precision, gap_ms):
+    """Per op, how many times slower it would run on CUDA cores than the estimate `ms` (>= 1; 1 for ops not on
+    tensor cores): its kind and configuration estimated in fp32_strict (the CUDA-core kernel) over the estimate.
+    The predictors learned their efficiencies from fp32 CUDA-core kernels only (no data here times a tensor-core
     kernel), so a tensor-core op's time is known only between that efficiency kept at the tensor-core rate (the
     estimate, prenet/precision.hpp; a convolution's from its implicit GEMM, prenet/layer_time.hpp) and the
-    CUDA-core kernel: the interval's high side takes the latter."""
+    CUDA-core kernel: the interval's high side takes the latter. A convolution whose CUDA-core kernel the
+    estimate already chose (the faster of the two) gets 1."""
     import numpy as np
 
     factors = {}
-    spread = np.ones(len(works))
+    on_tensor_cores = {}  # (kind, precision) -> {configuration: indices}
     for i, work in enumerate(works):
-        if work is None or work.how != "layer":
+        if work is None or work.how != "layer" or not ms[i]:
             continue
         key = (work.kind, tuple(work.config.items()), _op_precision(work, precision))
         if key not in factors:
             factors[key] = core().tensor_core_factor(work.kind, work.config, catalog, device, key[2])
-        spread[i] = max(1.0, 1.0 / factors[key])
+        if factors[key] < 1.0:
+            on_tensor_cores.setdefault((work.kind, key[2]), {}).setdefault(key[1], []).append(i)
+    spread = np.ones(len(works))
+    for (kind, _), by_config in on_tensor_cores.items():
+        configs = [works[indices[0]].config for indices in by_config.values()]
+        strict = native.estimate(kind, configs, catalog, device, optimizer, "fp32_strict", gap_ms(kind))
+        for indices, t in zip(by_config.values(), strict):
+            for i in indices:
+                spread[i] = max(1.0, works[i].count * t[f"{works[i].part}_ms"] / ms[i])
     return spread
 
 
@@ -310,7 +319,8 @@ def _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, cos
                  "config": w.config if w else None, "count": w.count if w else 0}
                 for op, w, t, b, owner, h in zip(ops, works, ms, basis, _owners(ops, works), host_us)]
 
-    spread = np.append(_tensor_core_spread(works, catalog, device, precision), 1.0) if with_spread else None
+    spread = (np.append(_tensor_core_spread(works, ms, native, catalog, device, OPTIMIZERS[optimizer], precision,
+                                            gap_ms), 1.0) if with_spread else None)
     return _StepCost(host=1e-3 * np.array(host_us + [update_host_us]), device=np.array(ms + [update_ms]),
                      kinds=[w.kind if w else None for w in works] + ["add"], update_ms=update_ms, rows=rows,
                      spread=spread)

@@ -230,6 +230,21 @@ def test_factored_linear_layers_give_the_exact_kernel(build, features):
         assert set(qualifying_layers(model, inputs)) == {"head"}
 
 
+def test_the_kernel_of_a_model_in_train_mode_is_its_eval_mode_kernel_and_changes_nothing():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.Dropout(0.5),
+                                torch.nn.Tanh(), torch.nn.Linear(16, 3))
+    model[1].running_mean.normal_()  # statistics unlike this batch's, so using or updating them shows
+    inputs = torch.randn(12, 8)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    in_train = gram_matrix(model.train(), inputs)
+    assert all(module.training for module in model.modules())  # each module's mode restored
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # no statistic updated
+    in_eval = gram_matrix(model.eval(), inputs)
+    np.testing.assert_array_equal(in_train[0], in_eval[0])
+    np.testing.assert_array_equal(in_train[1], in_eval[1])
+
+
 def test_a_model_without_trainable_parameters_is_refused_by_name():
     model = torch.nn.Linear(3, 2).requires_grad_(False)
     with pytest.raises(ValueError, match="no trainable parameters"):

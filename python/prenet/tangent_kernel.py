@@ -12,6 +12,7 @@ and cheaper by the ratio of a layer's weights to its width), so only the other p
 Nested subsets (the first m of the sample) are blocks of the same kernel, used to extrapolate to the full data set;
 eigen-decompositions (for the closed-form MSE curve) are computed on demand.
 """
+import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -33,6 +34,19 @@ def _functional():
     return functional_call, vmap, jacrev
 
 
+@contextlib.contextmanager
+def _eval_mode(model):
+    """The model in eval mode within the block (dropout off, normalisation statistics read, never updated), each
+    module's own mode restored after."""
+    modes = [(module, module.training) for module in model.modules()]
+    model.eval()
+    try:
+        yield model
+    finally:
+        for module, training in modes:
+            module.training = training
+
+
 def model_outputs(model, inputs, dtype=None):
     """The model's outputs (n, K) on `inputs` in eval mode, computed in `dtype` (float64 by default)."""
     import torch
@@ -40,13 +54,9 @@ def model_outputs(model, inputs, dtype=None):
     functional_call, _, _ = _functional()
     dtype = dtype or torch.float64
     trainable, frozen = _state(model, dtype)
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            out = functional_call(model, {**trainable, **frozen}, (inputs.to(dtype) if torch.is_floating_point(inputs) else inputs,))
-    finally:
-        model.train(was_training)
+    x = inputs.to(dtype) if torch.is_floating_point(inputs) else inputs
+    with _eval_mode(model), torch.no_grad():
+        out = functional_call(model, {**trainable, **frozen}, (x,))
     return _as_2d(out).numpy()
 
 
@@ -149,7 +159,13 @@ def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress
     the Jacobian rows of the model's outputs with respect to its trainable parameters, ordered sample-major
     (row i*K + k is output k of sample i). `factor_linear`: linear layers' shares from their inputs and
     sensitivities (prenet.linear_layer_kernel; exact, no Jacobian over their weights), the other parameters' from
-    their Jacobian, CountSketch-projected when they number more than `projection_dim`."""
+    their Jacobian, CountSketch-projected when they number more than `projection_dim`. The model is linearised in
+    eval mode (its own modes restored after)."""
+    with _eval_mode(model):
+        return _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_linear)
+
+
+def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_linear):
     import torch
 
     from .linear_layer_kernel import linear_layers_gram, qualifying_layers
@@ -188,11 +204,6 @@ def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress
 def tangent_kernel(model, inputs, projection_dim=None, seed=0, dtype=None, progress=False):
     """TangentKernel of `model` (put in eval mode while computing, restored after) on `inputs`."""
     started = time.perf_counter()
-    was_training = model.training
-    model.eval()
-    try:
-        gram, f0, n_params, projected = gram_matrix(model, inputs, projection_dim, seed, dtype, progress)
-    finally:
-        model.train(was_training)
+    gram, f0, n_params, projected = gram_matrix(model, inputs, projection_dim, seed, dtype, progress)
     return TangentKernel(f0=f0, gram=gram, parameters=n_params, projected_dim=projected,
                          seconds=time.perf_counter() - started)

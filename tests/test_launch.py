@@ -70,6 +70,17 @@ def test_packaged_gaps_are_those_the_operator_set_gives():
         launch_gap.load("/nonexistent/gaps.json")
 
 
+def test_a_corrupt_or_outdated_gap_file_is_refused_with_the_refit_command(tmp_path):
+    corrupt = tmp_path / "corrupt.json"
+    corrupt.write_text('{"gap_us": {"Tesla T4": 15')
+    with pytest.raises(ValueError, match="is not JSON .*python -m prenet.launch_gap"):
+        launch_gap.load(corrupt)
+    outdated = tmp_path / "outdated.json"
+    outdated.write_text('{"gap_us": {"Tesla T4": 15.1}, "typical_gap_us": 15.1}')
+    with pytest.raises(ValueError, match="lacks kind_gap_us, typical_kind_gap_us .*python -m prenet.launch_gap"):
+        launch_gap.load(outdated)
+
+
 def test_predicted_kernels_leave_the_gap_and_the_host_pays_it():
     model = nn.Sequential(*[nn.Linear(1024, 1024) for _ in range(20)])
     estimate = prenet.predict(model, batch=64, gpu="A100", input_shape=(1024,), dataset_size=256)

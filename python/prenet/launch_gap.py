@@ -122,11 +122,25 @@ def kind_gaps(tables, per_op, gaps):
             for gpu, by_kind in sorted(floors.items())}
 
 
+# What prediction reads of the gap file.
+REQUIRED_KEYS = ("gap_us", "typical_gap_us", "kind_gap_us", "typical_kind_gap_us")
+
+
 def load(path=None):
+    """The gap file (default: the packaged one); a missing, unreadable or outdated file raises an error that says
+    how to refit it."""
     path = Path(path or PACKAGED_GAPS)
+    refit = "fit it with `python -m prenet.launch_gap`"
     if not path.is_file():
-        raise FileNotFoundError(f"launch gap file {path} is missing; fit it with `python -m prenet.launch_gap`")
-    return json.loads(path.read_text())
+        raise FileNotFoundError(f"launch gap file {path} is missing; {refit}")
+    try:
+        content = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"launch gap file {path} is not JSON ({error}); {refit}") from None
+    missing = [key for key in REQUIRED_KEYS if key not in content] if isinstance(content, dict) else REQUIRED_KEYS
+    if missing:
+        raise ValueError(f"launch gap file {path} lacks {', '.join(missing)} (written by an older prenet?); {refit}")
+    return content
 
 
 def gap_us(gpu, gaps=None, kind=None):

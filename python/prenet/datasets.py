@@ -10,13 +10,14 @@ from pathlib import Path
 
 # NeuSight operator file -> (native kind, {native key: NeuSight column}, fixed keys). Shapes: linear takes
 # (B, M, N) to K outputs (its kernel grids tile M x K), bmm multiplies (B, M, K) by (B, K, N), conv inputs are
-# square, the row-wise operators take (B, H).
+# square, the row-wise operators take (B, H). Fixed keys follow NeuSight's collection code: its nn.Conv2d has no
+# bias (its nn.Linear has one, the native default).
 NEUSIGHT_OPERATORS = {
     "linear": ("linear", {"batch": "B", "seq_len": "M", "in_features": "N", "out_features": "K"}, {}),
     "bmm": ("bmm", {"batch": "B", "m": "M", "k": "K", "n": "N"}, {}),
     "conv": ("conv2d", {"batch": "B", "in_channels": "Input_Channel", "out_channels": "Output_Channel",
                         "kernel_size": "Kernel_Szie", "height": "Input_Size", "width": "Input_Size",
-                        "stride": "Stride", "padding": "Padding"}, {}),
+                        "stride": "Stride", "padding": "Padding"}, {"bias": 0}),
     "ln": ("layer_norm", {"batch": "B", "normalized_shape": "H"}, {}),
     "softmax": ("softmax", {"batch": "B", "features": "H"}, {}),
     "relu": ("relu", {"batch": "B", "features": "H"}, {}),

@@ -1,6 +1,8 @@
 """How much of a measured operator latency is the host's, from the GPU operator set itself.
 
-NeuSight timed each operator alone, between two CUDA events around one Python call. The device timestamps the
+NeuSight timed each operator alone, between two CUDA events around one Python call (its collection code: the
+layers through their nn.Module, nn.Linear, nn.Conv2d, nn.LayerNorm, nn.Softmax, nn.ReLU, nn.GELU; add as
+torch.add; the mean of the 5 fastest of 25 calls, so the least disturbed host). The device timestamps the
 start event at once, then idles until the host has issued the operator (Python call, dispatch, allocation,
 launch), so every latency = the host's issue time (the *gap*) + the kernel's device time. For the streaming
 elementwise operators (add, relu, gelu) whose kernels outlast the gap, latency is exactly linear in the bytes
@@ -17,7 +19,8 @@ V100 host 45 linears of 0.5 to 144 MFLOP all measured 63.3-64.5 us, 244 layer no
 elements 57.5-58.6 us, the least add 31.8 us), a fixed cost that kernels that small do not have on the device.
 A kind without a streaming fit gets its gap from its floor: floor - the least device time of that host's
 streaming kernels (their floor less their gap; the typical one on a host that timed none). For convolutions,
-whose cheapest measured configuration still has a few microseconds of work, this overstates the gap by that much.
+whose cheapest measured configuration still has a few microseconds of work, this overstates the gap by that much;
+a module-called kind's gap also holds its nn.Module call (under a microsecond here, host_cost's module_call_us).
 
 `python -m prenet.launch_gap` fits it and writes data/gpu_launch_gaps.json (packaged with prenet).
 """

@@ -151,3 +151,39 @@ def test_weights_on_meta_swaps_a_recurrent_layers_flat_weights_and_restores_them
         assert all(w.device.type == "meta" for w in lstm._flat_weights)
         assert lstm(torch.empty(3, 2, 4, device="meta"))[0].shape == (3, 2, 6)
     assert all(now is before for now, before in zip(lstm._flat_weights, originals))
+
+
+def test_a_channels_last_model_is_traced_as_such_on_meta_as_for_real():
+    model = torchvision.models.resnet18(weights=None).to(memory_format=torch.channels_last).train()
+    inputs = image_batch(3).to(memory_format=torch.channels_last)
+    real = op_trace.trace_once(model, inputs, False)
+    meta = op_trace.trace_once(model, meta_model.to_meta(inputs), False, meta=True)
+    flags = [(o.name, o.channels_last) for o in real if o.name.startswith("convolution")]
+    assert len(flags) == 2 * 20 and all(flag for _, flag in flags)  # every convolution, forward and backward
+    assert [(o.name, o.channels_last) for o in meta if o.name.startswith("convolution")] == flags
+    assert signature(meta) == signature(real)
+    plain = op_trace.trace_once(torchvision.models.resnet18(weights=None).train(), image_batch(3), False)
+    assert not any(o.channels_last for o in plain)
+
+
+def test_channels_last_convolutions_pay_no_layout_transposes_on_tensor_cores():
+    def build():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.Conv2d(32, 64, 1),
+                             nn.BatchNorm2d(64), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1))
+
+    example = torch.randn(2, 16, 28, 28)
+    for gpu, faster in (("H100", True), ("V100", False)):  # TF32 tensor cores on the H100; none on the V100
+        nchw = prenet.predict(build(), batch=32, gpu=gpu, example_input=example, dataset_size=64).ops
+        nhwc = prenet.predict(build().to(memory_format=torch.channels_last), batch=32, gpu=gpu,
+                              example_input=example.to(memory_format=torch.channels_last), dataset_size=64).ops
+        convs = [(a, b) for (_, a), (_, b) in zip(nchw.iterrows(), nhwc.iterrows()) if a["kind"] == "conv2d"]
+        assert len(convs) == 6 and all(b["config"]["channels_last"] == 1 for _, b in convs)
+        for a, b in convs:
+            assert a["op"] == b["op"]
+            if faster:
+                assert b["ms"] <= a["ms"]
+            else:
+                assert b["ms"] == pytest.approx(a["ms"], rel=1e-9)
+        if faster:
+            assert sum(b["ms"] for _, b in convs) < 0.95 * sum(a["ms"] for a, _ in convs)

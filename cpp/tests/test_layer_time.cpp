@@ -58,6 +58,23 @@ TEST(Kernels, AConvolutionOnTensorCoresIsItsImplicitGemmAndTransposes) {
     EXPECT_TRUE(depthwise.kind().tensor_core_kernels(depthwise).empty());
 }
 
+TEST(Kernels, AChannelsLastConvolutionNeedsNoTransposesAndItsGradientsKeepTheFormat) {
+    const auto conv = find_layer_kind("conv2d").configure({{"batch", 4}, {"in_channels", 24}, {"out_channels", 48},
+                                                           {"kernel_size", 3}, {"padding", 1}, {"height", 14},
+                                                           {"width", 14}, {"channels_last", 1}});
+    const auto work = conv.kind().tensor_core_kernels(conv);
+    ASSERT_EQ(work.size(), 1u);  // the implicit GEMM alone
+    EXPECT_EQ(work[0].kind, "linear");
+    EXPECT_DOUBLE_EQ(forward_flops_of(work), conv.kind().cost(conv, 4).forward_flops);
+    for (const auto& gradient : conv.kind().backward_kernels(conv)) {
+        if (gradient.kind == "conv2d") EXPECT_EQ(gradient.config.at("channels_last"), 1);
+    }
+    // NCHW by default
+    const auto nchw = find_layer_kind("conv2d").configure({{"batch", 4}, {"in_channels", 24}, {"out_channels", 48},
+                                                           {"kernel_size", 3}, {"height", 14}, {"width", 14}});
+    EXPECT_EQ(nchw.kind().tensor_core_kernels(nchw).size(), 2u);
+}
+
 TEST(Kernels, AttentionKernelsAddUpToItsForwardFlops) {
     for (std::int64_t bias : {0, 1}) {
         const auto c = find_layer_kind("multihead_attention").configure(

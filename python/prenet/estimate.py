@@ -104,14 +104,16 @@ def _input_maker(model, input_shape, example_input):
     sample repeated) or a shape."""
     import torch
 
-    from .meta_model import to_meta
+    from .meta_model import channels_last, to_meta
 
     if example_input is not None:
         def repeat(tensor, b, device):
             if not isinstance(tensor, torch.Tensor) or tensor.dim() == 0:
                 raise TypeError("example_input must be a tensor or a dict of tensors with a batch dimension first")
             first = to_meta(tensor[:1]) if device == "meta" else tensor[:1]
-            return first.repeat((b,) + (1,) * (tensor.dim() - 1))
+            batch = first.repeat((b,) + (1,) * (tensor.dim() - 1))
+            # an NHWC example stays NHWC (repeat lays its result out plainly)
+            return batch.contiguous(memory_format=torch.channels_last) if channels_last(tensor) else batch
 
         if isinstance(example_input, dict):
             return lambda b, device="cpu": {key: repeat(value, b, device) for key, value in example_input.items()}

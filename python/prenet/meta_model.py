@@ -15,8 +15,19 @@ import torch
 aten = torch.ops.aten
 
 
-def _empty(like_shape, like):
-    return torch.empty(like_shape, dtype=like.dtype, device="meta")
+def channels_last(tensor):
+    """Whether a 4-d tensor is laid out channels_last (NHWC) and not also plain contiguous (a tensor with one
+    channel or a 1x1 plane is both, and counts as contiguous)."""
+    return (tensor.dim() == 4 and tensor.is_contiguous(memory_format=torch.channels_last) and
+            not tensor.is_contiguous())
+
+
+def _empty(like_shape, like, layout_of=()):
+    """A meta tensor of `like`'s dtype, channels_last where any tensor of `layout_of` is (as PyTorch's convolution
+    and normalisation kernels suggest their outputs' format from their inputs')."""
+    nhwc = len(like_shape) == 4 and any(channels_last(t) for t in layout_of if t is not None)
+    return torch.empty(like_shape, dtype=like.dtype, device="meta",
+                       memory_format=torch.channels_last if nhwc else torch.contiguous_format)
 
 
 def _convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
@@ -32,7 +43,7 @@ def _convolution(input, weight, bias, stride, padding, dilation, transposed, out
     if (input.shape[1] != (weight.shape[0] if transposed else weight.shape[1] * groups)) or min(sizes, default=1) < 1:
         raise RuntimeError(f"convolution of input {tuple(input.shape)} with weight {tuple(weight.shape)}: channels or "
                            "sizes do not fit")
-    return _empty((input.shape[0], channels, *sizes), input)
+    return _empty((input.shape[0], channels, *sizes), input, (input, weight))
 
 
 def _convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
@@ -40,7 +51,9 @@ def _convolution_backward(grad_output, input, weight, bias_sizes, stride, paddin
     """(grad of input, of weight, of bias), each where output_mask asks for it: the shapes of input, weight and
     bias (aten/src/ATen/native/native_functions.yaml, convolution_backward)."""
     shapes = (input.shape, weight.shape, tuple(bias_sizes) if bias_sizes is not None else (0,))
-    return tuple(_empty(shape, grad_output) if wanted else None for shape, wanted in zip(shapes, output_mask))
+    layouts = ((input,), (weight,), ())
+    return tuple(_empty(shape, grad_output, layout) if wanted else None
+                 for shape, layout, wanted in zip(shapes, layouts, output_mask))
 
 
 def _batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
@@ -49,7 +62,7 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training, moment
     kernel; torch 1.13 has only a slow Python decomposition on meta tensors)."""
     saved = torch.float32 if input.element_size() < 4 else input.dtype
     channels = (input.shape[1],) if training else (0,)
-    return (_empty(input.shape, input), torch.empty(channels, dtype=saved, device="meta"),
+    return (_empty(input.shape, input, (input,)), torch.empty(channels, dtype=saved, device="meta"),
             torch.empty(channels, dtype=saved, device="meta"))
 
 
@@ -58,7 +71,7 @@ def _batch_norm_backward(grad_output, input, weight, running_mean, running_var, 
     """(grad of input, of weight, of bias): the input's shape and dtype, the weight's for the other two (torch
     1.13's meta decomposition gives them the input's dtype, which under autocast is not the weight's)."""
     channels = (input.shape[1],)
-    outputs = (_empty(input.shape, input),
+    outputs = (_empty(input.shape, input, (input,)),
                _empty(channels, weight if weight is not None else input),
                _empty(channels, weight if weight is not None else input))
     return tuple(out if wanted else None for out, wanted in zip(outputs, output_mask))
@@ -66,7 +79,7 @@ def _batch_norm_backward(grad_output, input, weight, running_mean, running_var, 
 
 def _like_input(grad_output, input, *rest):
     """A pooling or upsampling backward: the gradient of its input has the input's shape."""
-    return _empty(input.shape, grad_output)
+    return _empty(input.shape, grad_output, (input,))
 
 
 # aten operator -> its outputs from its arguments, for operators whose meta kernel this PyTorch lacks, gets the

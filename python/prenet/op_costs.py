@@ -68,7 +68,7 @@ def runs_narrow(op):
     return elements > 0 and sum(n * size for n, size in floating) < 3 * elements
 
 
-def _conv(x, w, bias, stride, padding, groups, part, count=1.0, kernels=1):
+def _conv(x, w, bias, stride, padding, groups, part, channels_last, count=1.0, kernels=1):
     if len(x) != 4 or len(w) != 4:
         return None
     # Non-square kernels and inputs are mapped to the square ones of the same area (the same multiply-adds).
@@ -77,7 +77,8 @@ def _conv(x, w, bias, stride, padding, groups, part, count=1.0, kernels=1):
                            "stride": round(math.sqrt(stride[0] * stride[1])),
                            "padding": round(math.sqrt(padding[0] * padding[1])),
                            "height": round(math.sqrt(x[2] * x[3])), "width": round(math.sqrt(x[2] * x[3])),
-                           "groups": groups, "bias": int(bias)}, part, count, kernels=kernels)
+                           "groups": groups, "bias": int(bias), "channels_last": int(channels_last)}, part, count,
+                kernels=kernels)
 
 
 def convolution(op):
@@ -85,7 +86,7 @@ def convolution(op):
     _, _, bias, stride, padding, dilation, transposed, _, groups = op.arguments[:9]
     if transposed or any(d != 1 for d in dilation):
         return None
-    return _conv(x, w, bias == TENSOR, stride, padding, groups, "forward")
+    return _conv(x, w, bias == TENSOR, stride, padding, groups, "forward", op.channels_last)
 
 
 def convolution_backward(op):
@@ -95,8 +96,8 @@ def convolution_backward(op):
         return None
     # The composed backward has an input- and a weight-gradient convolution, each its own library call; the first
     # layer needs no dX.
-    return _conv(x, w, bool(mask[2]), stride, padding, groups, "backward", 1.0 if mask[0] else 0.5,
-                 kernels=int(bool(mask[0])) + int(bool(mask[1])))
+    return _conv(x, w, bool(mask[2]), stride, padding, groups, "backward", op.channels_last,
+                 1.0 if mask[0] else 0.5, kernels=int(bool(mask[0])) + int(bool(mask[1])))
 
 
 def addmm(op):

@@ -25,7 +25,8 @@ class Op:
     the shapes of its tensor inputs and outputs (None for a non-tensor output), its positional arguments (TENSOR
     where a tensor stands), the module
     that was running (the innermost one, "" outside any), and the dtype of its first tensor input; the dtypes of
-    all tensor inputs and outputs in `input_dtypes` and `output_dtypes` (None for a non-tensor output)."""
+    all tensor inputs and outputs in `input_dtypes` and `output_dtypes` (None for a non-tensor output);
+    `channels_last`: a convolution whose 4-d tensors (input and weight) are laid out channels_last (NHWC)."""
     phase: str
     name: str
     inputs: list
@@ -35,6 +36,7 @@ class Op:
     dtype: str = ""
     input_dtypes: list = field(default_factory=list)
     output_dtypes: list = field(default_factory=list)
+    channels_last: bool = False
 
 
 _DTYPE_NAMES = {}  # torch.dtype -> "float32", ...
@@ -81,7 +83,9 @@ def _recorder(meta=False, direct=None):
     from torch import Tensor
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from .meta_model import run_on_meta
+    import torch
+
+    from .meta_model import channels_last, run_on_meta
 
     def call(func, args, kwargs):
         return run_on_meta(func, args, kwargs) if meta else func(*args, **kwargs)
@@ -126,11 +130,17 @@ def _recorder(meta=False, direct=None):
             flat_out = out if isinstance(out, (tuple, list)) else (out,)
             input_dtypes = [_dtype_name(t) for t in tensors]
             outputs = [t if isinstance(t, Tensor) else None for t in flat_out]
+            name = func.__name__
+            # a convolution's layout: input and weight (the last two 4-d tensors it reads; its backward reads dY
+            # first) both NHWC, at least one of them only NHWC (a 1x1 kernel or a 1x1 plane is either layout)
+            four_d = [t for t in tensors if t.dim() == 4][-2:] if name.startswith("convolution") else []
+            nhwc = (len(four_d) == 2 and all(t.is_contiguous(memory_format=torch.channels_last) for t in four_d)
+                    and any(channels_last(t) for t in four_d))
             self.ops.append(Op(
-                self.phase, func.__name__, [tuple(t.shape) for t in tensors],
+                self.phase, name, [tuple(t.shape) for t in tensors],
                 [None if t is None else tuple(t.shape) for t in outputs], arguments,
                 self.modules[-1] if self.modules else "", input_dtypes[0] if tensors else "", input_dtypes,
-                [None if t is None else _dtype_name(t) for t in outputs]))
+                [None if t is None else _dtype_name(t) for t in outputs], nhwc))
             return out
 
     return Recorder()

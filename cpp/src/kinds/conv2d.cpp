@@ -69,10 +69,12 @@ std::vector<KernelWork> conv2d_backward(const LayerConfig& c) {
     std::vector<KernelWork> work = {
         {"conv2d", {{"batch", c["batch"]}, {"in_channels", c["out_channels"]}, {"out_channels", c["in_channels"]},
                     {"kernel_size", c["kernel_size"]}, {"stride", 1}, {"padding", c["kernel_size"] / 2},
-                    {"height", hout}, {"width", wout}, {"groups", c["groups"]}, {"bias", 0}}},
+                    {"height", hout}, {"width", wout}, {"groups", c["groups"]}, {"bias", 0},
+                    {"channels_last", c["channels_last"]}}},
         {"conv2d", {{"batch", c["batch"]}, {"in_channels", c["in_channels"]}, {"out_channels", c["out_channels"]},
                     {"kernel_size", c["kernel_size"]}, {"stride", c["stride"]}, {"padding", c["padding"]},
-                    {"height", c["height"]}, {"width", c["width"]}, {"groups", c["groups"]}, {"bias", 0}}},
+                    {"height", c["height"]}, {"width", c["width"]}, {"groups", c["groups"]}, {"bias", 0},
+                    {"channels_last", c["channels_last"]}}},
     };
     if (c["bias"]) {
         work.push_back({"add", {{"batch", c["batch"] * c["out_channels"]}, {"features", hout * wout}}, 1.0 / 3});
@@ -85,8 +87,9 @@ std::vector<KernelWork> conv2d_backward(const LayerConfig& c) {
 // GPU predictor learned CUDA-core kernels, for 3x3 convolutions mostly Winograd, which needs fewer multiplies than
 // the GEMM (a median 1.04-1.13x the FP32 peak counted in direct FLOPs, NeuSight set) and does not carry over.
 // Those kernels work on NHWC tensors: PyTorch's NCHW input and weights are transposed to NHWC and the output
-// back (same guide, "Tensor Layouts in Memory"): a read and a write of each element, 2/3 of an add's passes.
-// Grouped and depthwise convolutions keep their own kernels.
+// back (same guide, "Tensor Layouts in Memory"): a read and a write of each element, 2/3 of an add's passes;
+// tensors already in channels_last (NHWC) format need none. Grouped and depthwise convolutions keep their own
+// kernels.
 std::vector<KernelWork> conv2d_tensor_core_kernels(const LayerConfig& c) {
     if (c["groups"] != 1) return {};
     const std::int64_t hout = conv_output_size(c["height"], c["kernel_size"], c["stride"], c["padding"]);
@@ -94,11 +97,12 @@ std::vector<KernelWork> conv2d_tensor_core_kernels(const LayerConfig& c) {
     const std::int64_t taps = c["in_channels"] * c["kernel_size"] * c["kernel_size"];
     const std::int64_t transposed = c["batch"] * c["in_channels"] * c["height"] * c["width"] +
                                     c["out_channels"] * taps + c["batch"] * c["out_channels"] * hout * wout;
-    return {
+    std::vector<KernelWork> work = {
         {"linear", {{"batch", 1}, {"seq_len", c["batch"] * hout * wout}, {"in_features", taps},
                     {"out_features", c["out_channels"]}, {"bias", c["bias"]}}},
-        {"add", {{"batch", 1}, {"features", transposed}}, 2.0 / 3},
     };
+    if (!c["channels_last"]) work.push_back({"add", {{"batch", 1}, {"features", transposed}}, 2.0 / 3});
+    return work;
 }
 
 }  // namespace
@@ -119,6 +123,7 @@ LayerKind make_conv2d() {
         {"width", 1, kMaxSize, std::nullopt, "input width w"},
         {"groups", 1, kMaxSize, 1, "channel groups (in_channels for depthwise)"},
         {"bias", 0, 1, 1, "1 if the layer adds a bias"},
+        {"channels_last", 0, 1, 0, "1 if its tensors are in channels_last (NHWC) memory format"},
     };
     kind.validate = validate_conv2d;
     kind.derived_names = {"out_height", "out_width"};

@@ -132,6 +132,11 @@ def test_command_line_prints_one_json_object(run_prenet):
     assert low < high and result["extrapolation"]["nearest"] and result["traced"] == "meta"
     bad = run_prenet("predict", "torchvision:resnet18", "--gpu", "H1000")
     assert bad.returncode == 2 and "unknown GPU" in bad.stderr
+    # converted to channels_last, its convolutions on the H100's tensor cores skip the layout transposes
+    nhwc = run_prenet("predict", "torchvision:resnet18", "--batch", "4", "--gpu", "H100", "--input-shape", "3,64,64",
+                      "--dataset-size", "10", "--json", "--channels-last")
+    assert nhwc.returncode == 0, nhwc.stderr
+    assert json.loads(nhwc.stdout)["device_ms"] < result["device_ms"]
 
 
 def test_measure_follows_the_protocol_on_the_cpu():

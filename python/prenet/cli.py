@@ -38,11 +38,22 @@ def _features(args):
             print("not in a layer kind yet: " + ", ".join(f"{n} x{c}" for n, c in others.items()))
 
 
-def _predict(args):
-    from .estimate import predict
+def _training_run_model(args):
+    """(model, its input arguments) of a training-run command, converted to channels_last if asked."""
     from .models import build_model
 
     model, inputs = build_model(args.model, args.input_shape)
+    if args.channels_last:
+        import torch
+
+        model = model.to(memory_format=torch.channels_last)
+    return model, inputs
+
+
+def _predict(args):
+    from .estimate import predict
+
+    model, inputs = _training_run_model(args)
     estimate = predict(model, batch=args.batch, gpu=args.gpu, dataset_size=args.dataset_size,
                        optimizer=args.optimizer, precision=args.precision, **inputs)
     if args.json:
@@ -62,9 +73,8 @@ def _predict(args):
 
 def _measure(args):
     from .measure import measure
-    from .models import build_model
 
-    model, inputs = build_model(args.model, args.input_shape)
+    model, inputs = _training_run_model(args)
     result = measure(model, batch=args.batch, dataset_size=args.dataset_size, optimizer=args.optimizer,
                      precision=args.precision, device=args.device, repeats=args.repeats, **inputs)
     if args.json:
@@ -88,9 +98,8 @@ def _price(text):
 
 def _compare(args):
     from .compare import compare
-    from .models import build_model
 
-    model, inputs = build_model(args.model, args.input_shape)
+    model, inputs = _training_run_model(args)
     gpus = "all" if args.gpus == "all" else [name.strip() for name in args.gpus.split(",") if name.strip()]
     table = compare(model, batch=args.batch, gpus=gpus, price_per_hour=dict(args.price or []),
                     dataset_size=args.dataset_size, optimizer=args.optimizer, precision=args.precision, **inputs)
@@ -155,6 +164,10 @@ def _training_run_arguments(command):
     command.add_argument("--precision", default="fp32",
                          help="fp32 (PyTorch's defaults: cuDNN convolutions in TF32 where the GPU has it), "
                               "fp32_strict (no TF32), bf16 or fp16 (autocast around forward and loss)")
+    command.add_argument("--channels-last", action="store_true",
+                         help="convert the model to channels_last (NHWC) memory format, as "
+                              "model.to(memory_format=torch.channels_last) does: its convolutions then need no "
+                              "layout transposes on tensor cores")
 
 
 def parser():

@@ -444,7 +444,7 @@ def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", pr
         if factors:
             # per op: its kind's leave-one-device-out factor, and on the high side as slow as CUDA cores where it
             # runs on tensor cores; the host's side as far as the issue cost differs between the measured hosts
-            host = launch_gap.host_spread()
+            host = launch_gap.host_spread(gaps)
 
             def scale(side):
                 return lambda s: uncertainty.kind_factors(s.kinds, factors, side) * (s.spread if side else 1.0)

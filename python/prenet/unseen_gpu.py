@@ -65,11 +65,12 @@ def leave_one_device_out(kind, frame, settings):
     """Cells (one per held-out GPU and candidate) and residuals {(gpu, set): log(measured / predicted)}."""
     frame = _rows(frame[frame["forward_ms"] > 0], settings.rows_per_gpu, settings.seed)
     cells, residuals = [], {}
+    gaps = launch_gap.load() if settings.timing == "device" else None
     for held_out in sorted(frame["gpu"].unique()):
         train, test = frame[frame["gpu"] != held_out], frame[frame["gpu"] == held_out]
         fitted_on = sorted(train["gpu"].unique())
         # the latency a held-out case would show: device time predicted plus a typical host's gap for the kind
-        added_gap_ms = (1e-3 * float(np.median([launch_gap.gap_us(gpu, kind=kind) for gpu in fitted_on]))
+        added_gap_ms = (1e-3 * float(np.median([launch_gap.gap_us(gpu, gaps, kind) for gpu in fitted_on]))
                         if settings.timing == "device" else 0.0)
         measured = test["latency_ms" if settings.timing == "device" else "forward_ms"].to_numpy(float)
         for set_name in settings.sets:

@@ -95,13 +95,15 @@ std::vector<KernelWork> conv2d_tensor_core_kernels(const LayerConfig& c) {
     const std::int64_t hout = conv_output_size(c["height"], c["kernel_size"], c["stride"], c["padding"]);
     const std::int64_t wout = conv_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"]);
     const std::int64_t taps = c["in_channels"] * c["kernel_size"] * c["kernel_size"];
-    const std::int64_t transposed = c["batch"] * c["in_channels"] * c["height"] * c["width"] +
-                                    c["out_channels"] * taps + c["batch"] * c["out_channels"] * hout * wout;
     std::vector<KernelWork> work = {
         {"linear", {{"batch", 1}, {"seq_len", c["batch"] * hout * wout}, {"in_features", taps},
                     {"out_features", c["out_channels"]}, {"bias", c["bias"]}}},
     };
-    if (!c["channels_last"]) work.push_back({"add", {{"batch", 1}, {"features", transposed}}, 2.0 / 3});
+    if (!c["channels_last"]) {
+        const std::int64_t transposed = c["batch"] * c["in_channels"] * c["height"] * c["width"] +
+                                        c["out_channels"] * taps + c["batch"] * c["out_channels"] * hout * wout;
+        work.push_back({"add", {{"batch", 1}, {"features", transposed}}, 2.0 / 3});
+    }
     return work;
 }
 

@@ -98,6 +98,31 @@ TEST(Kernels, RecurrentKernelsCoverEveryGemm) {
     EXPECT_DOUBLE_EQ(gemm_flops, 2 * (2 * steps * gates * (32 + 16)) + 2 * (2 * steps * gates * (32 + 16)));
 }
 
+double forward_bytes_of(const std::vector<KernelWork>& work) {
+    double bytes = 0;
+    for (const auto& k : work) {
+        const auto c = find_layer_kind(k.kind).configure(k.config);
+        bytes += k.count * c.kind().cost(c, 4).forward_bytes;
+    }
+    return bytes;
+}
+
+TEST(Kernels, PoolKernelsMoveThePoolsWholeTrafficIndicesIncluded) {
+    // ResNet's stem pool: 3x3, stride 2, padding 1 over 112x112; max pooling also writes and reads int64 indices.
+    for (const char* name : {"maxpool2d", "avgpool2d"}) {
+        const auto pool = find_layer_kind(name).configure({{"batch", 8}, {"channels", 64}, {"height", 112},
+                                                           {"width", 112}, {"kernel_size", 3}, {"stride", 2},
+                                                           {"padding", 1}});
+        const auto cost = pool.kind().cost(pool, 4);
+        EXPECT_DOUBLE_EQ(forward_bytes_of(pool.kind().forward_kernels(pool)), cost.forward_bytes) << name;
+        EXPECT_DOUBLE_EQ(forward_bytes_of(pool.kind().backward_kernels(pool)), cost.backward_bytes) << name;
+    }
+    const auto max = find_layer_kind("maxpool2d").configure({{"batch", 1}, {"channels", 1}, {"height", 4},
+                                                             {"width", 4}, {"kernel_size", 2}, {"stride", 2}});
+    // 16 inputs, 4 outputs: 4 bytes each, and 8 bytes per output index.
+    EXPECT_DOUBLE_EQ(max.kind().cost(max, 4).forward_bytes, 4 * (16 + 4) + 8 * 4);
+}
+
 TEST(Optimizers, LookupNamesTheKnownOnes) {
     EXPECT_EQ(prenet::find_optimizer("AdamW").name, "adamw");
     try {

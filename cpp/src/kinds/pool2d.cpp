@@ -3,6 +3,7 @@
 #include <string>
 
 #include "kinds.hpp"
+#include "prenet/features.hpp"
 
 namespace prenet::kinds {
 
@@ -71,15 +72,23 @@ LayerKind make_pool2d(bool max) {
                                    pool_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"])};
     };
     kind.cost = [max](const LayerConfig& c, double bytes_per_element) { return pool_cost(max, c, bytes_per_element); };
-    // Without a predictor of its own: a ReLU over the input plane (one read, one write per element), scaled to
-    // the pool's traffic, one read of the input and one write of the smaller output.
-    kind.forward_kernels = [](const LayerConfig& c) {
-        const double input = static_cast<double>(c["height"]) * c["width"];
-        const double output = pool_output_size(c["height"], c["kernel_size"], c["stride"], c["padding"]) *
-                              pool_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"]);
+    // Without a predictor of its own: streaming kernels over the input plane scaled to the pool's traffic
+    // (pool_cost, max pooling's int64 indices included): forward as a ReLU (one read, one write per element),
+    // backward as an add (two reads, one write: zero-fill dX, read dY and the indices, scatter into dX).
+    const auto plane_passes = [max](const LayerConfig& c, bool forward) {
+        const LayerCost cost = pool_cost(max, c, kFp32Bytes);
+        const double plane = static_cast<double>(c["batch"]) * c["channels"] * c["height"] * c["width"];
+        return (forward ? cost.forward_bytes : cost.backward_bytes) / (kFp32Bytes * plane);
+    };
+    kind.forward_kernels = [plane_passes](const LayerConfig& c) {
         return std::vector<KernelWork>{{"relu", {{"batch", c["batch"] * c["channels"]},
                                                  {"features", c["height"] * c["width"]}},
-                                        (input + output) / (2 * input)}};
+                                        plane_passes(c, true) / 2}};
+    };
+    kind.backward_kernels = [plane_passes](const LayerConfig& c) {
+        return std::vector<KernelWork>{{"add", {{"batch", c["batch"] * c["channels"]},
+                                                {"features", c["height"] * c["width"]}},
+                                        plane_passes(c, false) / 3}};
     };
     return kind;
 }

@@ -118,6 +118,32 @@ def test_packaged_bundle_loads_and_predicts_every_kind():
     assert p4 > v100, "a slower GPU takes longer"
 
 
+def test_kernel_startup_is_the_least_device_time_of_streaming_kernels():
+    """The bound that learned targets divide by adds a kernel's least time on the device; it comes from the
+    NeuSight set: per host and streaming kind, the least latency less the host's launch gap."""
+    data, gaps = load_neusight(), prenet.launch_gap.load()["gap_us"]
+    least_us = [1e3 * data[kind].loc[data[kind]["gpu"] == gpu, "forward_ms"].min() - gap
+                for kind in ("add", "relu", "gelu") for gpu, gap in gaps.items()]
+    features = prenet.layer_features("add", gpu="T4", batch=1, features=1)
+    startup_ms = features["forward_kernel_bound_ms"] - features["forward_roofline_ms"]
+    assert startup_ms == pytest.approx(1e-3 * np.median(least_us), abs=1e-3)
+    assert training.target_for("ours") == training.target_for("efficiency") == "log_ms_over:forward_kernel_bound_ms"
+
+
+@pytest.mark.parametrize("gpu", ["Tesla P4", "Tesla V100-PCIE-32GB", "NVIDIA A100-PCIE-40GB", "V100", "H100"])
+def test_streaming_kernels_do_not_slow_down_as_they_shrink(gpu):
+    """A streaming kernel four times smaller never takes more than twice as long, give or take a kernel's startup.
+    Time over the roofline bound alone let a tree carry a tiny kernel's huge ratio to a larger one (an add of 2,048
+    elements at 0.8 ms on the A100, 70 times its 131,072-element neighbour)."""
+    startup_ms = 0.01
+    for kind in ("add", "relu", "gelu", "softmax", "layer_norm"):
+        size = "normalized_shape" if kind == "layer_norm" else "features"
+        for batch in (1, 8, 64, 512):
+            ms = [prenet.predict_layer(kind, gpu=gpu, batch=batch, **{size: 2 ** k}) for k in range(21)]
+            for k in range(len(ms) - 2):
+                assert ms[k] <= 2 * ms[k + 2] + startup_ms, (kind, batch, 2 ** k, ms[k], ms[k + 2])
+
+
 EXAMPLES = {"linear": dict(batch=32, seq_len=128, in_features=768, out_features=3072),
             "conv2d": dict(batch=32, in_channels=64, out_channels=64, kernel_size=3, padding=1, height=56, width=56),
             "rnn": dict(batch=32, seq_len=35, input_size=256, hidden_size=256),

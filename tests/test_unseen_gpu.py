@@ -57,7 +57,7 @@ def test_candidates_differ_in_the_gpu_columns_only_as_described():
     assert "gpu=Tesla P4" in baseline and target == "log_ms"
     ours, ours_target = unseen_gpu.candidate_inputs("linear", gpus, "ours")
     efficiency, efficiency_target = unseen_gpu.candidate_inputs("linear", gpus, "efficiency")
-    assert ours_target == efficiency_target == "log_ms_over:forward_roofline_ms"
+    assert ours_target == efficiency_target == "log_ms_over:forward_kernel_bound_ms"
     assert [n for n in ours if not n.startswith("gpu_")] == efficiency and len(ours) > len(efficiency)
 
 

@@ -10,7 +10,7 @@ namespace {
 const std::vector<std::string> kCommonFeatures = {
     "co", "mem_weights", "mem_input", "mem_output", "ct_ms",
     "params", "param_tensors", "forward_flops", "backward_flops", "forward_bytes", "backward_bytes",
-    "forward_roofline_ms", "train_roofline_ms",
+    "forward_roofline_ms", "train_roofline_ms", "forward_kernel_bound_ms",
     "gpu_fp32_tflops", "gpu_memory_bandwidth_gbs", "gpu_boost_clock_mhz", "gpu_cuda_cores",
     "gpu_sm_count", "gpu_memory_gb", "gpu_l2_cache_mb",
 };
@@ -24,6 +24,10 @@ double roofline_ms(double flops, double bytes, double tflops, double bandwidth_g
 
 double roofline_ms(double flops, double bytes, const GpuSpec& gpu) {
     return roofline_ms(flops, bytes, gpu.fp32_tflops, gpu.memory_bandwidth_gbs);
+}
+
+double kernel_bound_ms(double flops, double bytes, const GpuSpec& gpu) {
+    return roofline_ms(flops, bytes, gpu) + kKernelStartupMs;
 }
 
 std::vector<std::string> feature_names(const LayerKind& kind) {
@@ -48,6 +52,7 @@ std::vector<double> layer_feature_values(const LayerConfig& config, const GpuSpe
         c.parameters, c.parameter_tensors, c.forward_flops, c.backward_flops, c.forward_bytes, c.backward_bytes,
         roofline_ms(c.forward_flops, c.forward_bytes, gpu),
         roofline_ms(c.forward_flops, c.forward_bytes, gpu) + roofline_ms(c.backward_flops, c.backward_bytes, gpu),
+        kernel_bound_ms(c.forward_flops, c.forward_bytes, gpu),
         gpu.fp32_tflops, gpu.memory_bandwidth_gbs, gpu.boost_clock_mhz, static_cast<double>(gpu.cuda_cores),
         static_cast<double>(gpu.sm_count), gpu.memory_gb, gpu.l2_cache_mb,
     });

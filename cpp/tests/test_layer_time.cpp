@@ -17,13 +17,21 @@ namespace fs = std::filesystem;
 using prenet::find_layer_kind;
 using prenet::KernelWork;
 
-double forward_flops_of(const std::vector<KernelWork>& work) {
-    double flops = 0;
+// A forward cost (`member` of LayerCost, fp32) summed over kernels, each times its count.
+double forward_sum(const std::vector<KernelWork>& work, double prenet::LayerCost::*member) {
+    double total = 0;
     for (const auto& k : work) {
         const auto c = find_layer_kind(k.kind).configure(k.config);
-        flops += k.count * c.kind().cost(c, 4).forward_flops;
+        total += k.count * c.kind().cost(c, 4).*member;
     }
-    return flops;
+    return total;
+}
+
+double forward_flops_of(const std::vector<KernelWork>& work) {
+    return forward_sum(work, &prenet::LayerCost::forward_flops);
+}
+double forward_bytes_of(const std::vector<KernelWork>& work) {
+    return forward_sum(work, &prenet::LayerCost::forward_bytes);
 }
 
 TEST(Kernels, BackwardKernelsOfProductsRepeatTheExactGradientFlops) {
@@ -96,15 +104,6 @@ TEST(Kernels, RecurrentKernelsCoverEveryGemm) {
     }
     const double steps = 4 * 10, gates = 4 * 16;
     EXPECT_DOUBLE_EQ(gemm_flops, 2 * (2 * steps * gates * (32 + 16)) + 2 * (2 * steps * gates * (32 + 16)));
-}
-
-double forward_bytes_of(const std::vector<KernelWork>& work) {
-    double bytes = 0;
-    for (const auto& k : work) {
-        const auto c = find_layer_kind(k.kind).configure(k.config);
-        bytes += k.count * c.kind().cost(c, 4).forward_bytes;
-    }
-    return bytes;
 }
 
 TEST(Kernels, PoolKernelsMoveThePoolsWholeTrafficIndicesIncluded) {

@@ -388,8 +388,8 @@ def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, d
             optimizer="sgd", precision="fp32", bundle=None):
     """Predicted training time of `model` (see the module's description). `gpu`: a catalog name (prenet.gpus())
     or "cpu" (this project's measured host CPU, one thread). Returns an Estimate."""
-    _check(model, batch, dataset_size, optimizer, precision)
-    check_precision(precision, gpu)  # an unknown GPU, or a mixed precision on the CPU, fails before tracing
+    _check(model, batch, dataset_size, optimizer)
+    check_precision(precision, gpu)  # an unknown precision or GPU, or a mixed one on the CPU, fails before tracing
     _, catalog, device = resolve(gpu, bundle)
     if catalog is host_catalog() and (other_host := unmeasured_host_warning(device)):
         warnings.warn(other_host, stacklevel=2)

@@ -26,10 +26,6 @@ double roofline_ms(double flops, double bytes, const GpuSpec& gpu) {
     return roofline_ms(flops, bytes, gpu.fp32_tflops, gpu.memory_bandwidth_gbs);
 }
 
-double kernel_bound_ms(double flops, double bytes, const GpuSpec& gpu) {
-    return roofline_ms(flops, bytes, gpu) + kKernelStartupMs;
-}
-
 std::vector<std::string> feature_names(const LayerKind& kind) {
     std::vector<std::string> names;
     for (const auto& p : kind.parameters) names.push_back(p.name);
@@ -46,13 +42,14 @@ std::vector<double> layer_feature_values(const LayerConfig& config, const GpuSpe
         values.insert(values.end(), derived.begin(), derived.end());
     }
     const LayerCost c = kind.cost(config, bytes_per_element);
+    const double forward_roofline = roofline_ms(c.forward_flops, c.forward_bytes, gpu);
     values.insert(values.end(), {
         c.paper_operations, c.memory_weights, c.memory_input, c.memory_output,
         1e3 * c.paper_operations / (gpu.fp32_tflops * 1e12),  // PreNeT eq. 9: CT = CO / GFLOPS(D), in ms
         c.parameters, c.parameter_tensors, c.forward_flops, c.backward_flops, c.forward_bytes, c.backward_bytes,
-        roofline_ms(c.forward_flops, c.forward_bytes, gpu),
-        roofline_ms(c.forward_flops, c.forward_bytes, gpu) + roofline_ms(c.backward_flops, c.backward_bytes, gpu),
-        kernel_bound_ms(c.forward_flops, c.forward_bytes, gpu),
+        forward_roofline,
+        forward_roofline + roofline_ms(c.backward_flops, c.backward_bytes, gpu),
+        forward_roofline + kKernelStartupMs,
         gpu.fp32_tflops, gpu.memory_bandwidth_gbs, gpu.boost_clock_mhz, static_cast<double>(gpu.cuda_cores),
         static_cast<double>(gpu.sm_count), gpu.memory_gb, gpu.l2_cache_mb,
     });

@@ -15,7 +15,9 @@ namespace prenet {
 inline constexpr double kFp32Bytes = 4.0;
 // The least time a kernel holds the device, in ms: the median over NeuSight's five hosts and three streaming kinds
 // (add, relu, gelu) of the least latency less the host's launch gap (data/gpu_launch_gaps.json): 3-29 us, median
-// 10.7 us, taken as 10 (tests/test_predictors.py re-derives it).
+// 10.7 us, taken as 10 (tests/test_predictors.py re-derives it). The feature forward_kernel_bound_ms is the forward
+// roofline bound plus this; learned targets are time over it, a ratio that stays near the least latency over the
+// startup for the smallest kernels instead of growing without limit as their roofline bound shrinks to nothing.
 inline constexpr double kKernelStartupMs = 0.010;
 
 using FeatureVector = std::vector<std::pair<std::string, double>>;
@@ -24,10 +26,6 @@ using FeatureVector = std::vector<std::pair<std::string, double>>;
 double roofline_ms(double flops, double bytes, const GpuSpec& gpu);
 // The same bound at a given compute rate (TFLOP/s) and bandwidth (GB/s).
 double roofline_ms(double flops, double bytes, double tflops, double bandwidth_gbs);
-// A kernel's bound with its startup: roofline_ms + kKernelStartupMs. Learned targets are time over this bound, a
-// ratio that stays near the least latency over the startup for the smallest kernels instead of growing without
-// limit as their roofline bound shrinks to nothing.
-double kernel_bound_ms(double flops, double bytes, const GpuSpec& gpu);
 
 // Names of the features of `kind`, in the order layer_features returns them.
 std::vector<std::string> feature_names(const LayerKind& kind);

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <utility>
+#include <vector>
 
 #include "prenet/features.hpp"
 #include "prenet/optimizer.hpp"
@@ -97,11 +99,10 @@ public:
     // Runs the queued predictions, one batch per (kind, mode), then makes the choices.
     void flush() {
         for (auto& [key, batch] : batches_) {
-            const auto ms = bundle_.predict_ms(key.first, key.second, batch.first, gpu_, optimizer_);
+            const auto ms = bundle_.predict_ms(key.first, key.second, batch.configs, gpu_, optimizer_);
             for (std::size_t i = 0; i < ms.size(); ++i) {
-                const Destination& d = batch.second[i];
-                const double device_ms = std::max(ms[i] - issue_gap_ms_, floor_ms(batch.first[i]));
-                add(d, TimeBasis::predicted, std::min(ms[i], device_ms));
+                const double device_ms = std::max(ms[i] - issue_gap_ms_, floor_ms(batch.configs[i]));
+                for (const Destination& d : batch.destinations[i]) add(d, TimeBasis::predicted, std::min(ms[i], device_ms));
             }
         }
         batches_.clear();
@@ -182,10 +183,16 @@ private:
         return d;
     }
 
+    // A configuration queued again (a model repeats its blocks; backward kernels and transposes repeat shapes)
+    // is predicted once, its time going to every destination.
     void queue(const LayerConfig& c, const std::string& mode, const Destination& d) {
-        auto& batch = batches_[{c.kind().name, mode}];
-        batch.first.push_back(c);
-        batch.second.push_back(d);
+        Batch& batch = batches_[{c.kind().name, mode}];
+        const auto [at, added] = batch.row_of.try_emplace(c.values(), batch.configs.size());
+        if (added) {
+            batch.configs.push_back(c);
+            batch.destinations.emplace_back();
+        }
+        batch.destinations[at->second].push_back(d);
     }
 
     void add(const Destination& d, TimeBasis basis, double ms) {
@@ -204,7 +211,13 @@ private:
     std::vector<LayerTime>& out_;
     Precision precision_;
     double issue_gap_ms_;
-    std::map<std::pair<std::string, std::string>, std::pair<std::vector<LayerConfig>, std::vector<Destination>>> batches_;
+    // The distinct configurations of one (kind, mode) to predict, and where each one's time goes.
+    struct Batch {
+        std::vector<LayerConfig> configs;
+        std::vector<std::vector<Destination>> destinations;
+        std::map<std::vector<std::int64_t>, std::size_t> row_of;
+    };
+    std::map<std::pair<std::string, std::string>, Batch> batches_;
     std::vector<LayerTime> scratch_;
     std::vector<Choice> choices_;
 };

@@ -172,6 +172,26 @@ TEST_F(EstimatorTest, PredictedForwardComposedBackwardAndRooflineOptimizer) {
     EXPECT_THROW(prenet::estimate_layer_times(bundle, {c}, gpu_, "lion"), std::invalid_argument);
 }
 
+TEST_F(EstimatorTest, ARepeatedConfigurationGetsTheTimesItGetsAlone) {
+    // Predicted once and handed to every layer and kernel that runs it: a square linear layer's forward and its
+    // dX and dW products are one configuration, and here two layers run it.
+    const auto bundle = prenet::PredictorBundle::load(folder_.string());
+    const auto square = find_layer_kind("linear").configure(
+        {{"batch", 64}, {"in_features", 64}, {"out_features", 64}, {"bias", 0}});
+    const auto other = find_layer_kind("linear").configure(
+        {{"batch", 32}, {"in_features", 64}, {"out_features", 128}, {"bias", 0}});
+    const auto alone = prenet::estimate_layer_times(bundle, {square}, gpu_, "sgd").front();
+    const auto together = prenet::estimate_layer_times(bundle, {square, other, square}, gpu_, "sgd");
+    ASSERT_EQ(together.size(), 3u);
+    for (const auto& t : {together[0], together[2]}) {
+        EXPECT_DOUBLE_EQ(t.forward_ms, alone.forward_ms);
+        EXPECT_DOUBLE_EQ(t.backward_ms, alone.backward_ms);
+        EXPECT_DOUBLE_EQ(t.optimizer_ms, alone.optimizer_ms);
+    }
+    EXPECT_DOUBLE_EQ(alone.backward_ms, 2 * alone.forward_ms);  // dX and dW: the forward's shape twice
+    EXPECT_DOUBLE_EQ(together[1].forward_ms, prenet::estimate_layer_times(bundle, {other}, gpu_, "sgd")[0].forward_ms);
+}
+
 TEST_F(EstimatorTest, TheIssueGapLeavesEachPredictedKernelsDeviceTimeNotBelowItsRoofline) {
     const auto bundle = prenet::PredictorBundle::load(folder_.string());
     const auto c = find_layer_kind("linear").configure(

@@ -39,14 +39,14 @@ class Op:
     channels_last: bool = False
 
 
-_DTYPE_NAMES = {}  # torch.dtype -> "float32", ...
+class _DtypeNames(dict):
+    """torch.dtype -> its name without the module ("float32"), each computed once."""
+    def __missing__(self, dtype):
+        name = self[dtype] = str(dtype).replace("torch.", "")
+        return name
 
 
-def _dtype_name(tensor):
-    name = _DTYPE_NAMES.get(tensor.dtype)
-    if name is None:
-        name = _DTYPE_NAMES[tensor.dtype] = str(tensor.dtype).replace("torch.", "")
-    return name
+dtype_names = _DtypeNames()
 
 
 def _tensors(values):
@@ -127,20 +127,21 @@ def _recorder(meta=False, direct=None):
                 arguments.append(value)
             if kwargs:
                 tensors += _tensors(kwargs.values())
-            flat_out = out if isinstance(out, (tuple, list)) else (out,)
-            input_dtypes = [_dtype_name(t) for t in tensors]
-            outputs = [t if isinstance(t, Tensor) else None for t in flat_out]
+            outputs = out if isinstance(out, (tuple, list)) else (out,)
+            input_dtypes = [dtype_names[t.dtype] for t in tensors]
             name = func.__name__
             # a convolution's layout: input and weight (the last two 4-d tensors it reads; its backward reads dY
             # first) both NHWC, at least one of them only NHWC (a 1x1 kernel or a 1x1 plane is either layout)
-            four_d = [t for t in tensors if t.dim() == 4][-2:] if name.startswith("convolution") else []
-            nhwc = (len(four_d) == 2 and all(t.is_contiguous(memory_format=torch.channels_last) for t in four_d)
-                    and any(channels_last(t) for t in four_d))
+            nhwc = False
+            if name.startswith("convolution"):
+                four_d = [t for t in tensors if t.dim() == 4][-2:]
+                nhwc = (len(four_d) == 2 and all(t.is_contiguous(memory_format=torch.channels_last) for t in four_d)
+                        and any(channels_last(t) for t in four_d))
             self.ops.append(Op(
                 self.phase, name, [tuple(t.shape) for t in tensors],
-                [None if t is None else tuple(t.shape) for t in outputs], arguments,
+                [tuple(t.shape) if isinstance(t, Tensor) else None for t in outputs], arguments,
                 self.modules[-1] if self.modules else "", input_dtypes[0] if tensors else "", input_dtypes,
-                [None if t is None else _dtype_name(t) for t in outputs], nhwc))
+                [dtype_names[t.dtype] if isinstance(t, Tensor) else None for t in outputs], nhwc))
             return out
 
     return Recorder()

@@ -108,6 +108,8 @@ def test_models_the_meta_device_cannot_run_are_traced_for_real(model, shape):
     estimate = prenet.predict(model, batch=4, gpu="T4", input_shape=shape, dataset_size=8)
     assert estimate.traced == "cpu" and "traced for real" in repr(estimate)
     assert estimate.step_seconds > 0 and "linear" in set(estimate.ops["kind"].dropna())
+    # traced at batches 2 and 3, the layers' inputs are extrapolated to the batch like the operators' shapes
+    assert estimate.layers.set_index("name")["input_shape"].dropna().map(lambda shape: shape[0]).eq(4).all()
 
 
 def test_meta_and_real_traces_give_the_same_estimate():

@@ -53,6 +53,11 @@ def test_epoch_is_the_steps_of_every_batch_including_the_last_partial_one():
         assert layers.loc[name, "forward_ms"] > 0, name
     assert layers.loc["conv", "backward_ms"] > 0 and layers.loc["conv", "flops"] > 0
     assert set(layers.columns) >= {"kinds", "operations", "flops", "bytes", "forward_ms", "backward_ms", "step_share"}
+    # each layer's input as its forward received it, not its first operator's (BatchNorm's first updates its step
+    # counter, a Linear's first transposes its weight)
+    assert layers["input_shape"].dropna().to_dict() == {
+        "SmallCnn": (8, 3, 16, 16), "conv": (8, 3, 16, 16), "bn": (8, 8, 16, 16), "pool": (8, 8, 16, 16),
+        "fc": (8, 512)}
 
 
 def test_functional_operations_are_counted_not_dropped():

@@ -28,8 +28,8 @@ OPTIMIZERS = {"sgd": "sgd_momentum", "sgd_nesterov": "sgd_momentum", "sgd_plain"
 @dataclass
 class Estimate:
     """A predicted training time. `layers`: one row per module (and the autograd work no module owns) with its
-    operations, FLOPs, bytes, forward and backward milliseconds and share of the step; `ops`: every operator (both
-    DataFrames built when first read, by `tables`)."""
+    input's shape (as its forward received it), operations, FLOPs, bytes, forward and backward milliseconds and
+    share of the step; `ops`: every operator (both DataFrames built when first read, by `tables`)."""
     gpu: str
     batch: int
     dataset_size: int
@@ -317,7 +317,8 @@ def _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, cos
 
     def rows():
         return [{"module": owner, "phase": op.phase, "op": op.name, "kind": w.kind if w else None,
-                 "how": b, "inputs": op.inputs, "outputs": op.outputs, "ms": t, "host_ms": 1e-3 * h,
+                 "how": b, "inputs": op.inputs, "outputs": op.outputs, "module_input": op.module_input, "ms": t,
+                 "host_ms": 1e-3 * h,
                  "config": w.config if w else None, "count": w.count if w else 0}
                 for op, w, t, b, owner, h in zip(ops, works, ms, basis, _owners(ops, works), host_us)]
 
@@ -367,7 +368,7 @@ def _layers_table(rows, catalog, device, step_ms):
     first = ops[ops["phase"] == "forward"].groupby("module", sort=False)
     layers = pd.DataFrame({
         "kinds": first["kind"].agg(lambda k: ", ".join(sorted({x for x in k if x}))),
-        "input_shape": first["inputs"].agg(lambda s: s.iloc[0][0] if len(s.iloc[0]) else None),
+        "input_shape": first["module_input"].first(),
         "operations": ops.groupby("module", sort=False)["op"].count(),
     })
     per_phase = ops.pivot_table(index="module", columns="phase", values="ms", aggfunc="sum", fill_value=0.0)

@@ -26,7 +26,10 @@ class Op:
     where a tensor stands), the module
     that was running (the innermost one, "" outside any), and the dtype of its first tensor input; the dtypes of
     all tensor inputs and outputs in `input_dtypes` and `output_dtypes` (None for a non-tensor output);
-    `channels_last`: a convolution whose 4-d tensors (input and weight) are laid out channels_last (NHWC)."""
+    `channels_last`: a convolution whose 4-d tensors (input and weight) are laid out channels_last (NHWC);
+    `module_input`: the shape of that module's first positional tensor argument in the call that ran the op
+    (None outside any module, or where it took none), as its forward received it: a BatchNorm's first operator
+    updates its step counter, a Linear's first transposes its weight."""
     phase: str
     name: str
     inputs: list
@@ -37,6 +40,7 @@ class Op:
     input_dtypes: list = field(default_factory=list)
     output_dtypes: list = field(default_factory=list)
     channels_last: bool = False
+    module_input: tuple = None
 
 
 class _DtypeNames(dict):
@@ -93,6 +97,7 @@ def _recorder(meta=False, direct=None):
     class Recorder(TorchDispatchMode):
         def __init__(self):
             super().__init__()
+            # `modules`: a stack of (label, first tensor argument's shape) of the module calls under way
             self.ops, self.phase, self.modules = [], "forward", []
 
         def __enter__(self):
@@ -137,11 +142,12 @@ def _recorder(meta=False, direct=None):
                 four_d = [t for t in tensors if t.dim() == 4][-2:]
                 nhwc = (len(four_d) == 2 and all(t.is_contiguous(memory_format=torch.channels_last) for t in four_d)
                         and any(channels_last(t) for t in four_d))
+            module, module_input = self.modules[-1] if self.modules else ("", None)
             self.ops.append(Op(
                 self.phase, name, [tuple(t.shape) for t in tensors],
                 [tuple(t.shape) if isinstance(t, Tensor) else None for t in outputs], arguments,
-                self.modules[-1] if self.modules else "", input_dtypes[0] if tensors else "", input_dtypes,
-                [dtype_names[t.dtype] if isinstance(t, Tensor) else None for t in outputs], nhwc))
+                module, input_dtypes[0] if tensors else "", input_dtypes,
+                [dtype_names[t.dtype] if isinstance(t, Tensor) else None for t in outputs], nhwc, module_input))
             return out
 
     return Recorder()
@@ -185,7 +191,8 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
     def enter(module, inputs):
         label = labels.get(id(module))
         if label is not None:
-            recorder.modules.append(label)
+            first = next(iter(_tensors(inputs)), None)
+            recorder.modules.append((label, None if first is None else tuple(first.shape)))
 
     def leave(module, inputs, output):
         if id(module) in labels:
@@ -211,7 +218,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
     except Exception as error:
         if isinstance(error, ValueError) and "returned no tensor" in str(error):
             raise
-        where = recorder.modules[-1] if recorder.modules else "before any module"
+        where = recorder.modules[-1][0] if recorder.modules else "before any module"
         raise ValueError(f"the model rejected the input (failed in module '{where}'): {error}") from error
     finally:
         for handle in handles:
@@ -252,6 +259,7 @@ def at_batch(traces, batch, model=None, make_inputs=None, autocast=False):
         op = copy.copy(small)
         op.inputs = [_scale(x, y, batch) for x, y in zip(small.inputs, large.inputs)]
         op.outputs = [_scale(x, y, batch) for x, y in zip(small.outputs, large.outputs)]
+        op.module_input = _scale(small.module_input, large.module_input, batch)
         # Arguments that are sizes (views, expands) scale like shapes; others (strides, flags) stay.
         op.arguments = [_scale(tuple(x), tuple(y), batch) if isinstance(x, (list, tuple)) and
                         isinstance(y, (list, tuple)) and len(x) == len(y) and

@@ -1,13 +1,16 @@
 """Validation on this machine's CPU: prenet.predict(gpu="cpu") against prenet.measure(device="cpu") for small
 and medium models at several batch sizes, one thread (as the CPU layer data was measured).
 
-Run:  .venv/bin/python bench/validate_cpu.py [--dataset-size 256]
-Writes bench/results/validate_cpu.md and prints the table. The epoch is shorter than the protocol's default
+Run:  .venv/bin/python bench/validate_cpu.py [--dataset-size 256] [--other-host [--uncalibrated]] [--out FILE]
+Writes bench/results/validate_cpu.md and prints the table. On a CPU other than the measured host it stops unless
+given --other-host; then the predictors are calibrated to this CPU first (prenet.host_calibration, about a
+minute, once per machine) unless --uncalibrated. The epoch is shorter than the protocol's default
 (256 samples instead of 1024) so that the whole report measures in minutes; the protocol is otherwise followed.
 """
 import argparse
 import os
 import statistics
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -19,6 +22,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
 import prenet  # noqa: E402
+from prenet import host_calibration  # noqa: E402
 from prenet.catalog import unmeasured_host_warning  # noqa: E402
 from report import write_report  # noqa: E402
 
@@ -78,7 +82,10 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset-size", type=int, default=256)
     parser.add_argument("--other-host", action="store_true",
-                        help="run on a CPU other than the measured host (the report says so)")
+                        help="run on a CPU other than the measured host: the predictors calibrated to it "
+                             "(prenet calibrate, made first where missing); the report says so")
+    parser.add_argument("--uncalibrated", action="store_true",
+                        help="with --other-host: the measured host's predictions, not calibrated to this CPU")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"report file (default {RESULTS})")
     args = parser.parse_args(argv)
     other_host = unmeasured_host_warning("cpu")
@@ -89,6 +96,12 @@ def main(argv=None):
     torch.manual_seed(0)
     rows, errors = [], []
     started = time.monotonic()
+    calibration = None
+    if other_host:
+        if args.uncalibrated:
+            os.environ["PRENET_CACHE"] = tempfile.mkdtemp(prefix="prenet-uncalibrated-")  # no calibration there
+        else:
+            calibration = host_calibration.load() or host_calibration.load(host_calibration.calibrate())
     for name, factory, inputs, batches in CASES:
         for batch in batches:
             model = factory()
@@ -102,14 +115,18 @@ def main(argv=None):
                         f"{measured.epoch_max_seconds:.3f}) | {estimate.epoch_seconds:.3f} | {100 * error:.1f}% |")
             print(rows[-1], flush=True)
     errors.sort()
-    command_tail = f" --other-host --out {args.out}" if other_host else ""
+    command_tail = (f" --other-host{' --uncalibrated' if args.uncalibrated else ''} --out {args.out}"
+                    if other_host else "")
+    on_this_cpu = ([f"**Not the measured host**: {other_host}.", ""] if other_host and not calibration else
+                   [f"**Not the measured host**: the CPU predictors {calibration.describe()} "
+                    f"(`prenet calibrate`, {calibration.path}).", ""] if calibration else [])
     p90 = errors[min(len(errors) - 1, int(round(0.9 * (len(errors) - 1))))]
     text = "\n".join([
         "# Whole-model validation on this machine's CPU", "",
         f"`.venv/bin/python bench/validate_cpu.py --dataset-size {args.dataset_size}{command_tail}` "
         f"({time.strftime('%Y-%m-%d')}, {time.monotonic() - started:.0f} s; one thread; SGD with momentum; fp32). Measured: `prenet.measure` "
         "(protocol, epochs of the given size); predicted: `prenet.predict(gpu=\"cpu\")` with the packaged CPU "
-        "predictors.", "", *([f"**Not the measured host**: {other_host}.", ""] if other_host else []),
+        "predictors.", "", *on_this_cpu,
         f"Median error {100 * statistics.median(errors):.1f}%, 90th percentile {100 * p90:.1f}% over {len(errors)} "
         "cases (targets: 10% and 20%).", "",
         "| model | batch | measured epoch s (min-max) | predicted s | error |", "| --- | --- | --- | --- | --- |",

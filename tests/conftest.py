@@ -1,11 +1,14 @@
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# Tests neither read nor write the user's cache (a CPU calibration there would change CPU estimates).
+os.environ["PRENET_CACHE"] = tempfile.mkdtemp(prefix="prenet-test-cache-")
 
 
 @pytest.fixture

@@ -50,6 +50,18 @@ def _training_run_model(args):
     return model, inputs
 
 
+def _calibrate(args):
+    from . import host_calibration
+
+    path = host_calibration.calibrate(args.out, progress=not args.no_progress)
+    calibration = host_calibration.load(path)
+    print(f"{calibration.describe()}: written to {path}")
+    for part in ("forward", "train"):
+        factors = {kind: curve.factor(1.0) for kind, curve in calibration.curves[part].items() if kind}
+        print(f"{part}: time here over the measured host's at 1 ms, per kind: " +
+              ", ".join(f"{kind} {factor:.2f}" for kind, factor in sorted(factors.items())))
+
+
 def _predict(args):
     from .estimate import predict
 
@@ -211,6 +223,11 @@ def parser():
     o.add_argument("--plot", help="also save the comparison plot to this image file")
     o.add_argument("--json", action="store_true", help="print the rows as one JSON array")
     o.set_defaults(run=_compare)
+    h = sub.add_parser("calibrate", help="time reference layers on this CPU to calibrate the CPU predictors to it "
+                       "(about a minute; resumed if interrupted)")
+    h.add_argument("--out", help="calibration file (default: this CPU's file in the user cache)")
+    h.add_argument("--no-progress", action="store_true")
+    h.set_defaults(run=_calibrate)
     g = sub.add_parser("gpus", help="list the hardware catalog")
     g.set_defaults(run=_gpus)
     k = sub.add_parser("kinds", help="list the layer kinds and their configuration keys")

@@ -13,7 +13,7 @@ import math
 import warnings
 from dataclasses import dataclass, field
 
-from . import host_cost, launch_gap, launch_queue, op_costs, op_trace, uncertainty
+from . import host_calibration, host_cost, launch_gap, launch_queue, op_costs, op_trace, uncertainty
 from ._native import core
 from .catalog import host_catalog, unmeasured_host_warning
 from .predictors import (MIXED_PRECISIONS, PACKAGED_UNSEEN_BUNDLE, check_precision, gpu_bundle_folder,
@@ -51,6 +51,8 @@ class Estimate:
     # How the step was traced (prenet.op_trace): "meta" (shapes only, at the batch) or "cpu" (run for real at two
     # small batches, extrapolated).
     traced: str = "meta"
+    # On the CPU of a machine that is not the measured host: the calibration's description (prenet.host_calibration).
+    calibrated: str = None
 
     @functools.cached_property
     def _tables(self):
@@ -79,6 +81,8 @@ class Estimate:
                      + (f", beyond the fitted range in {', '.join(x['outside'])}" if x["outside"] else "") + ")")
         if self.traced == "cpu":
             sure += "; traced for real at small batches (the model cannot run on meta tensors)"
+        if self.calibrated:
+            sure += f"; {self.calibrated}"
         return (f"<prenet estimate: {self.epoch_seconds:.3f} s per epoch ({self.iterations} steps of batch "
                 f"{self.batch}, {self.dataset_size} samples) on {self.gpu}; step {1e3 * self.step_seconds:.2f} ms "
                 f"(device {self.device_ms:.2f} ms incl. optimizer {self.optimizer_ms:.2f} ms, host "
@@ -391,9 +395,11 @@ def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, d
     or "cpu" (this project's measured host CPU, one thread). Returns an Estimate."""
     _check(model, batch, dataset_size, optimizer)
     check_precision(precision, gpu)  # an unknown precision or GPU, or a mixed one on the CPU, fails before tracing
-    _, catalog, device = resolve(gpu, bundle)
-    if catalog is host_catalog() and (other_host := unmeasured_host_warning(device)):
-        warnings.warn(other_host, stacklevel=2)
+    native, catalog, device = resolve(gpu, bundle)
+    if (catalog is host_catalog() and not isinstance(native, host_calibration.CalibratedBundle) and
+            (other_host := unmeasured_host_warning(device))):
+        warnings.warn(f"{other_host}; `prenet calibrate` (about a minute) calibrates the predictors to this CPU",
+                      stacklevel=2)
     traced = trace_steps(model, batch, dataset_size, input_shape, example_input, precision)
     return estimate_traced(traced, model, batch, gpu, dataset_size, optimizer, precision, bundle)
 
@@ -422,7 +428,8 @@ def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", pr
     check_precision(precision, gpu)
     native, catalog, device = resolve(gpu, bundle)
     on_gpu = catalog is not host_catalog()
-    costs = host_cost.load()
+    calibrated = isinstance(native, host_calibration.CalibratedBundle)
+    costs = native.calibration.host_costs if calibrated else host_cost.load()
     gaps = launch_gap.load() if on_gpu else None
     # A bundle fitted on latencies holds the gap in every kernel it predicts: taken off; one fitted on device time
     # does not.
@@ -455,4 +462,5 @@ def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", pr
                     step_seconds=1e-3 * step_ms, epoch_seconds=1e-3 * epoch_ms, iterations=len(sizes),
                     device_ms=step.device_ms, host_ms=step.host_ms, optimizer_ms=step.update_ms,
                     tables=lambda: _layers_table(step.rows(), catalog, device, step_ms), interval_seconds=interval,
-                    extrapolation=reach, traced=how)
+                    extrapolation=reach, traced=how,
+                    calibrated=native.calibration.describe() if calibrated else None)

@@ -7,7 +7,8 @@ import os
 from pathlib import Path
 
 from ._native import core
-from .catalog import device_catalog, host_catalog
+from . import host_calibration
+from .catalog import device_catalog, host_catalog, unmeasured_host_warning
 from .layers import _as_int
 from .uncertainty import fitted_devices
 
@@ -54,11 +55,21 @@ def learned_timing(folder):
 
 
 def resolve(gpu, bundle=None):
-    """(bundle, native catalog, canonical device name) for a GPU name or "cpu"."""
+    """(bundle, native catalog, canonical device name) for a GPU name or "cpu". For "cpu" on a machine other than
+    the measured host, the packaged bundle calibrated to this machine where a calibration was made
+    (prenet.host_calibration)."""
     catalog, name = device_catalog(gpu)
     if bundle is None and catalog is host_catalog():
-        bundle = PACKAGED_HOST_BUNDLE
+        calibration = this_host_calibration(name)
+        native = load_bundle(str(PACKAGED_HOST_BUNDLE))
+        return (host_calibration.CalibratedBundle(native, calibration) if calibration else native), catalog, name
     return load_bundle(str(bundle or gpu_bundle_folder(None, name))), catalog, name
+
+
+def this_host_calibration(host):
+    """This machine's host_calibration.Calibration where it is not the measured `host` and one was made, else
+    None."""
+    return host_calibration.load() if unmeasured_host_warning(host) else None
 
 
 # "fp32": PyTorch's defaults (cuDNN convolutions on TF32 tensor cores where the GPU has them, matmuls in full

@@ -1,0 +1,242 @@
+"""The CPU predictors calibrated to this machine, when its CPU is not the host they were measured on.
+
+The CPU predictors learned one host (data/hosts.csv); another CPU can be several times faster or slower, and not
+by one factor: on an AMD EPYC, against what they predict for that Intel Xeon, the smallest linear layers ran 1.5 to
+3 times slower and the largest about twice as fast, large attention layers three times as fast. `calibrate()` times reference layers here with the
+same native harness and settings the CPU set was collected with (`prenet collect`, one thread) and records them
+beside what the predictors say for the measured host; per layer kind, the ratio of the two is fitted as a line in
+log time (Theil-Sen: the median of pairwise slopes), held constant beyond the timed range; kinds never timed take
+the median ratio of all. The reference layers are drawn by the collection's sampler at indices the CPU set never
+used, `PER_KIND` per kind spread over the predicted times up to `MAX_TRAIN_MS`.
+
+A calibration lives in the user's cache (`PRENET_CACHE`, else `$XDG_CACHE_HOME/prenet`, else `~/.cache/prenet`),
+one file per CPU model; `calibrate()` writes it after every timed layer, so an interrupted run resumes where it
+stopped. Predictions for "cpu" use it whenever this machine is not the measured host (prenet.predictors.resolve).
+"""
+import functools
+import json
+import math
+import os
+import re
+import statistics
+import time
+from pathlib import Path
+
+FORMAT = "prenet-host-calibration"
+VERSION = 1
+# Sample indices of the reference layers: far beyond the committed set's (0..1999), so never measured there.
+FIRST_INDEX = 100_000
+CANDIDATES = 100  # configurations drawn per harness kind
+PER_KIND = 20  # timed per native kind
+MAX_TRAIN_MS = 100.0  # the largest predicted training step of a reference layer (keeps a calibration near a minute)
+HARNESS_TIMEOUT_S = 60.0
+
+
+def cache_folder():
+    root = os.environ.get("PRENET_CACHE")
+    if root:
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "prenet"
+
+
+def calibration_path(cpu=None):
+    """This machine's calibration file (or that of CPU model `cpu`)."""
+    from .host_cost import cpu_model
+
+    slug = re.sub(r"[^a-z0-9]+", "-", (cpu or cpu_model()).lower()).strip("-") or "unknown-cpu"
+    return cache_folder() / f"host-{slug}.json"
+
+
+def _native_layer(kind, config):
+    """(native kind, native configuration) of a harness configuration: an `activation` row is its op's kind, a
+    linear layer is timed without a fused activation (as the CPU set's linear predictor learned it)."""
+    from .sampling import _native_keys
+
+    native = config["op"] if kind == "activation" else kind
+    keys = _native_keys()[native]
+    return native, {key: value for key, value in config.items() if key in keys}
+
+
+def reference_layers():
+    """[(harness kind, harness configuration, native kind, native configuration, predicted {forward, train} ms on
+    the measured host)]: per native kind, PER_KIND configurations spread evenly (in log time) over the candidates
+    predicted at most MAX_TRAIN_MS."""
+    from .catalog import host_catalog
+    from .predictors import PACKAGED_HOST_BUNDLE, load_bundle
+    from .sampling import SAMPLERS, sample_config
+
+    bundle, catalog = load_bundle(str(PACKAGED_HOST_BUNDLE)), host_catalog()
+    host = catalog.rows()[0]["name"]
+    by_kind = {}
+    for kind in SAMPLERS:
+        for index in range(FIRST_INDEX, FIRST_INDEX + CANDIDATES * (5 if kind == "activation" else 1)):
+            config = sample_config(kind, index)
+            if kind == "linear":
+                config["activation"] = "none"
+            native, native_config = _native_layer(kind, config)
+            t = bundle.estimate(native, [native_config], catalog, host, config["optimizer"], "fp32", 0.0)[0]
+            train = t["forward_ms"] + t["backward_ms"] + t["optimizer_ms"]
+            if train <= MAX_TRAIN_MS:
+                by_kind.setdefault(native, []).append(
+                    (kind, config, native, native_config, {"forward": t["forward_ms"], "train": train}))
+    chosen = []
+    for candidates in by_kind.values():
+        candidates.sort(key=lambda c: c[4]["train"])
+        picks = sorted({round(i * (len(candidates) - 1) / max(1, PER_KIND - 1)) for i in range(PER_KIND)})
+        chosen += [candidates[i] for i in picks]
+    return chosen
+
+
+def _key(kind, config):
+    return json.dumps([kind, config], sort_keys=True)
+
+
+def calibrate(path=None, progress=True):
+    """Times the reference layers on this machine (resuming a calibration left unfinished) with the native
+    harness, measures the host costs (prenet.host_cost), and writes the calibration; returns its path."""
+    from . import host_cost
+    from .collect import Harness, _progress_bar
+
+    path = Path(path) if path else calibration_path()
+    record = _read(path) if path.is_file() else None
+    if record is None or record["host_cpu"] != host_cost.cpu_model():
+        record = {"format": FORMAT, "version": VERSION, "host_cpu": host_cost.cpu_model(), "layers": []}
+    done = {_key(row["harness_kind"], row["config"]) for row in record["layers"]}
+    pending = [layer for layer in reference_layers() if _key(layer[0], layer[1]) not in done]
+    if pending:
+        harness = Harness("cpu", threads=1)
+        record["environment"] = {k: harness.environment.get(k, "") for k in ("host_cpu", "threads", "blas",
+                                                                            "torch_version")}
+        bar = _progress_bar(len(pending) + len(done), len(done), "calibrating the CPU predictors", progress)
+        try:
+            for i, (kind, config, native, native_config, predicted) in enumerate(pending):
+                result = harness.time(i, kind, config, HARNESS_TIMEOUT_S)
+                row = {"harness_kind": kind, "config": config, "kind": native, "native_config": native_config,
+                       "predicted_forward_ms": predicted["forward"], "predicted_train_ms": predicted["train"],
+                       "status": result["status"], "error": result.get("error", ""),
+                       "forward_ms": result.get("forward_ms"), "train_ms": result.get("train_step_ms")}
+                record["layers"].append(row)
+                _write(path, record)
+                bar.update(1)
+        finally:
+            bar.close()
+            harness.stop()
+    record["host_costs"] = host_cost.measure()
+    record["date"] = time.strftime("%Y-%m-%d")
+    _write(path, record)
+    return path
+
+
+def _write(path, record):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(record, indent=1) + "\n")
+    partial.replace(path)  # whole or not at all, also when interrupted
+
+
+def _read(path):
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is not a prenet host calibration ({error}); delete it and run "
+                         "`prenet calibrate`") from None
+    if not isinstance(record, dict) or record.get("format") != FORMAT or record.get("version") != VERSION or \
+            not isinstance(record.get("layers"), list):
+        raise ValueError(f"{path} is not a prenet host calibration of version {VERSION}; delete it and run "
+                         "`prenet calibrate`")
+    return record
+
+
+def _theil_sen(points):
+    """(slope, intercept) of the median line through (x, y) points (Theil 1950, Sen 1968)."""
+    slopes = [(y2 - y1) / (x2 - x1) for i, (x1, y1) in enumerate(points) for x2, y2 in points[i + 1:]
+              if abs(x2 - x1) > 1e-9]
+    slope = statistics.median(slopes) if slopes else 0.0
+    return slope, statistics.median(y - slope * x for x, y in points)
+
+
+class Curve:
+    """log(time here / time predicted) as a line in log predicted time (_theil_sen), constant beyond the timed
+    range."""
+
+    def __init__(self, points):
+        self.low, self.high = min(x for x, _ in points), max(x for x, _ in points)
+        self.slope, self.intercept = _theil_sen(points)
+
+    def factor(self, predicted_ms):
+        x = min(max(math.log(max(predicted_ms, 1e-9)), self.low), self.high)
+        return math.exp(self.intercept + self.slope * x)
+
+
+class Calibration:
+    """Per native kind, a Curve for the forward pass and one for the training step; `host_costs`: this machine's
+    (prenet.host_cost)."""
+
+    def __init__(self, record, path):
+        self.path, self.host_cpu, self.date = path, record["host_cpu"], record.get("date", "")
+        ok = [row for row in record["layers"] if row["status"] == "ok" and row["forward_ms"] and row["train_ms"]]
+        if not ok or "host_costs" not in record:
+            raise ValueError(f"{path} holds an unfinished calibration; run `prenet calibrate` to complete it")
+        self.layers = len(ok)
+        self.host_costs = record["host_costs"]
+        self.curves = {}
+        for part, measured, predicted in (("forward", "forward_ms", "predicted_forward_ms"),
+                                          ("train", "train_ms", "predicted_train_ms")):
+            points = {}
+            for row in ok:
+                points.setdefault(row["kind"], []).append(
+                    (math.log(row[predicted]), math.log(row[measured] / row[predicted])))
+            self.curves[part] = {kind: Curve(p) for kind, p in points.items()}
+            every = [y for p in points.values() for _, y in p]
+            self.curves[part][None] = Curve([(0.0, statistics.median(every))])
+
+    def factor(self, part, kind, predicted_ms):
+        curves = self.curves[part]
+        return curves.get(kind, curves[None]).factor(predicted_ms)
+
+    def describe(self):
+        return f"calibrated to this CPU ({self.host_cpu}, {self.layers} reference layers, {self.date})"
+
+
+@functools.lru_cache(maxsize=4)
+def _load_cached(path, modified, size):
+    return Calibration(_read(path), path)
+
+
+def load(path=None):
+    """This machine's Calibration, or None where none was made."""
+    path = Path(path) if path else calibration_path()
+    if not path.is_file():
+        return None
+    stat = path.stat()
+    return _load_cached(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+class CalibratedBundle:
+    """A native predictor bundle whose estimates are scaled to this machine by a Calibration: each layer's forward
+    by its kind's forward curve, its backward and optimizer step by the training-step curve (at the layer's
+    predicted step), an optimizer's update (add-shaped kernels) by the add kind's."""
+
+    def __init__(self, bundle, calibration):
+        self._bundle, self.calibration = bundle, calibration
+
+    def __getattr__(self, name):
+        return getattr(self._bundle, name)
+
+    def estimate(self, kind, configs, *args):
+        times = self._bundle.estimate(kind, configs, *args)
+        scaled = []
+        for t in times:
+            train = t["forward_ms"] + t["backward_ms"] + t["optimizer_ms"]
+            rest = self.calibration.factor("train", kind, train)
+            scaled.append({**t, "forward_ms": t["forward_ms"] * self.calibration.factor("forward", kind,
+                                                                                        t["forward_ms"]),
+                           "backward_ms": t["backward_ms"] * rest, "optimizer_ms": t["optimizer_ms"] * rest})
+        return scaled
+
+    def predict(self, kind, mode, configs, *args):
+        part = "forward" if mode == "forward" else "train"
+        return [ms * self.calibration.factor(part, kind, ms) for ms in self._bundle.predict(kind, mode, configs, *args)]
+
+    def update_ms(self, groups, *args):
+        return [ms * self.calibration.factor("forward", "add", ms) for ms in self._bundle.update_ms(groups, *args)]

@@ -1,0 +1,126 @@
+"""Calibration of the CPU predictors to a CPU other than the measured host (prenet.host_calibration)."""
+import json
+import math
+
+import pytest
+import torch.nn as nn
+
+import prenet
+from prenet import host_calibration, host_cost, predictors
+from prenet.collect import Harness
+
+OTHER_CPU = "Some Other CPU 9000"
+
+
+def test_theil_sen_recovers_a_line_and_ignores_one_outlier():
+    points = [(x, 0.5 - 0.25 * x) for x in range(-3, 4)]
+    assert host_calibration._theil_sen(points) == pytest.approx((-0.25, 0.5))
+    points[2] = (points[2][0], 40.0)
+    assert host_calibration._theil_sen(points) == pytest.approx((-0.25, 0.5))
+    curve = host_calibration.Curve([(math.log(0.1), math.log(2.0)), (math.log(10.0), math.log(0.5))])
+    assert curve.factor(1.0) == pytest.approx(1.0)
+    assert curve.factor(1e-4) == pytest.approx(2.0) and curve.factor(1e4) == pytest.approx(0.5)  # held constant
+
+
+def _record(ratios, host_costs=None):
+    """A finished calibration record whose layers ran `ratios[kind]` times their predicted times."""
+    layers = []
+    for kind, ratio in ratios.items():
+        for predicted in (0.01, 0.1, 1.0, 10.0):
+            layers.append({"harness_kind": kind, "config": {"size": predicted}, "kind": kind, "native_config": {},
+                           "predicted_forward_ms": predicted, "predicted_train_ms": 3 * predicted, "status": "ok",
+                           "error": "", "forward_ms": ratio * predicted, "train_ms": ratio * 3 * predicted})
+    return {"format": host_calibration.FORMAT, "version": host_calibration.VERSION, "host_cpu": OTHER_CPU,
+            "layers": layers, "host_costs": host_costs or host_cost.load(), "date": "2026-11-23"}
+
+
+@pytest.fixture
+def other_cpu(monkeypatch, tmp_path):
+    """This machine posing as an unmeasured CPU, with an empty calibration cache."""
+    monkeypatch.setattr(host_cost, "cpu_model", lambda: OTHER_CPU)
+    monkeypatch.setenv("PRENET_CACHE", str(tmp_path))
+    return host_calibration.calibration_path()
+
+
+def test_a_calibration_scales_each_kind_by_its_own_ratio_and_unknown_kinds_by_the_median(other_cpu):
+    raw = predictors.load_bundle(str(predictors.PACKAGED_HOST_BUNDLE))
+    assert predictors.resolve("cpu")[0] is raw  # no calibration yet: the measured host's predictions
+    other_cpu.write_text(json.dumps(_record({"linear": 0.5, "relu": 2.0, "add": 4.0})))
+    native, catalog, host = predictors.resolve("cpu")
+    assert isinstance(native, host_calibration.CalibratedBundle)
+    linear = {"batch": 16, "in_features": 256, "out_features": 512}
+    calibrated = native.estimate("linear", [linear], catalog, host, "sgd_momentum", "fp32", 0.0)[0]
+    plain = raw.estimate("linear", [linear], catalog, host, "sgd_momentum", "fp32", 0.0)[0]
+    for part in ("forward_ms", "backward_ms", "optimizer_ms"):
+        assert calibrated[part] == pytest.approx(0.5 * plain[part])
+    conv = {"batch": 2, "in_channels": 8, "out_channels": 8, "kernel_size": 3, "height": 16, "width": 16}
+    assert (native.estimate("conv2d", [conv], catalog, host, "sgd", "fp32", 0.0)[0]["forward_ms"] ==
+            pytest.approx(2.0 * raw.estimate("conv2d", [conv], catalog, host, "sgd", "fp32", 0.0)[0]["forward_ms"]))
+    assert native.update_ms([1e6], catalog, host, "sgd", 0.0) == pytest.approx(
+        [4.0 * ms for ms in raw.update_ms([1e6], catalog, host, "sgd", 0.0)])
+    assert prenet.predict_layer("linear", gpu="cpu", **linear) == pytest.approx(0.5 * plain["forward_ms"])
+
+
+def test_predict_uses_this_cpus_calibration_and_says_so(other_cpu):
+    model = nn.Sequential(nn.Flatten(), nn.Linear(48, 32), nn.ReLU(), nn.Linear(32, 4))
+    with pytest.warns(UserWarning, match="prenet calibrate"):
+        plain = prenet.predict(model, batch=8, gpu="cpu", input_shape=(3, 4, 4), dataset_size=16)
+    assert plain.calibrated is None
+    costs = {**host_cost.load(), "module_call_us": 0.0, "optimizer_tensor_us": {"sgd_momentum": 0.0, "adam": 0.0}}
+    other_cpu.write_text(json.dumps(_record({"linear": 0.25, "relu": 0.25, "add": 0.25}, costs)))
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # calibrated: no warning
+        calibrated = prenet.predict(model, batch=8, gpu="cpu", input_shape=(3, 4, 4), dataset_size=16)
+    assert calibrated.calibrated.startswith(f"calibrated to this CPU ({OTHER_CPU}, 12 reference layers")
+    assert "calibrated to this CPU" in repr(calibrated)
+    # every layer a quarter of its time; the host's per-module and per-tensor costs are this machine's (here 0)
+    assert calibrated.step_seconds == pytest.approx(0.25 * plain.device_ms * 1e-3, rel=0.05)
+
+
+def test_a_corrupt_or_unfinished_calibration_is_refused_with_the_fix(other_cpu):
+    other_cpu.write_text("{not json")
+    with pytest.raises(ValueError, match=r"host-some-other-cpu-9000\.json is not a prenet host calibration.*"
+                                         r"prenet calibrate"):
+        predictors.resolve("cpu")
+    record = _record({"linear": 1.0})
+    del record["host_costs"]
+    other_cpu.write_text(json.dumps(record))
+    with pytest.raises(ValueError, match="unfinished calibration; run `prenet calibrate`"):
+        prenet.predict_layer("linear", gpu="cpu", batch=1, in_features=4, out_features=4)
+
+
+def test_calibrate_times_reference_layers_and_resumes_after_an_interruption(other_cpu, monkeypatch):
+    monkeypatch.setattr(host_calibration, "PER_KIND", 1)
+    monkeypatch.setattr(host_calibration, "CANDIDATES", 3)
+    monkeypatch.setattr(host_calibration, "MAX_TRAIN_MS", 5.0)
+    references = host_calibration.reference_layers()
+    assert {native for _, _, native, _, _ in references} >= {"linear", "conv2d", "relu", "lstm", "softmax"}
+    assert all(predicted["train"] <= 5.0 for *_, predicted in references)
+    timed = []
+    original = Harness.time
+
+    def interrupted(self, request_id, kind, config, timeout):
+        if len(timed) == 3:
+            raise KeyboardInterrupt
+        timed.append((kind, config))
+        return original(self, request_id, kind, config, timeout)
+
+    monkeypatch.setattr(Harness, "time", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        host_calibration.calibrate(progress=False)
+    partial = json.loads(other_cpu.read_text())
+    assert len(partial["layers"]) == 3 and "host_costs" not in partial  # each timed layer kept
+    with pytest.raises(ValueError, match="unfinished"):
+        host_calibration.load()
+    monkeypatch.setattr(Harness, "time", original)
+    host_calibration.calibrate(progress=False)
+    record = json.loads(other_cpu.read_text())
+    assert len(record["layers"]) == len(references)  # the three already timed were not timed again
+    assert [row["config"] for row in record["layers"][:3]] == [config for _, config in timed]
+    assert all(row["status"] == "ok" and row["forward_ms"] > 0 and row["train_ms"] > 0 for row in record["layers"])
+    assert record["host_costs"]["op_us"] > 0
+    calibration = host_calibration.load()
+    assert calibration.layers == len(references)
+    assert 0.05 < calibration.factor("forward", "linear", 1.0) < 20

@@ -59,6 +59,40 @@ def test_bundle_records_provenance_and_scores(layer_norm_rows, tmp_path):
     assert set(entry["scores"]) == {"validation", "test"}
 
 
+def test_parameter_ranges_cover_the_data_and_fill_defaults(layer_norm_rows):
+    ranges = training.parameter_ranges("layer_norm", layer_norm_rows)
+    assert ranges["batch"] == [layer_norm_rows["batch"].min(), layer_norm_rows["batch"].max()]
+    assert ranges["seq_len"] == [1, 1]  # no column in the NeuSight set: the native default
+    assert ranges["elementwise_affine"] == [1, 1]
+
+
+def test_rows_beyond_the_fitted_ranges_are_predicted_as_a_split_within(tmp_path, layer_norm_rows):
+    result = training.fit_kind("layer_norm", layer_norm_rows, families=["xgboost"], sets=["ours"], trees=20)[0]
+    ranges = {"layer_norm": {"batch": [1, 512], "seq_len": [1, 512]}}
+    training.export_bundle(tmp_path, [result], {"data": "test", "ranges": ranges})
+    bundle = core().PredictorBundle(str(tmp_path))
+
+    def ms(batch, seq_len):
+        config = {"batch": batch, "seq_len": seq_len, "normalized_shape": 768}
+        return bundle.predict("layer_norm", "forward", [config], native_catalog(), "Tesla T4")[0]
+
+    assert ms(4096, 1) == ms(64, 64) == ms(1, 4096)
+    assert ms(300, 1) != ms(64, 64)  # within the ranges: as given
+
+
+def test_packaged_bundles_record_where_each_kind_was_fitted():
+    for folder in ("cpu", "gpu", "gpu_unseen"):
+        manifest = json.loads((Path(prenet.__file__).parent / "data" / "predictors" / folder / "manifest.json")
+                              .read_text())
+        ranges = manifest["fitted_on"]["ranges"]
+        assert {e["kind"] for e in manifest["predictors"]} <= set(ranges), folder
+        assert all(low <= high for kind in ranges.values() for low, high in kind.values()), folder
+    # The CPU set times at most 509 samples of 511 rows: a Transformer's 4,096 rows of one sample are placed.
+    cpu = dict(gpu="cpu", bundle=str(Path(prenet.__file__).parent / "data" / "predictors" / "cpu"))
+    assert prenet.predict_layer("layer_norm", batch=4096, normalized_shape=512, **cpu) == pytest.approx(
+        prenet.predict_layer("layer_norm", batch=64, seq_len=64, normalized_shape=512, **cpu))
+
+
 def test_predict_layer_api(tmp_path, layer_norm_rows, monkeypatch):
     result = training.fit_kind("layer_norm", layer_norm_rows, families=["xgboost"], sets=["ours"], trees=50)[0]
     training.export_bundle(tmp_path, [result], {"data": "test"})

@@ -115,6 +115,14 @@ PredictorBundle PredictorBundle::load(const std::string& folder) {
             p.model = load_regressor(p.family, folder + "/" + entry.at("file").get<std::string>(), p.features.size());
             bundle.predictors_[{p.kind, p.mode}] = std::move(p);
         }
+        if (manifest.contains("fitted_on") && manifest.at("fitted_on").contains("ranges")) {
+            for (const auto& [kind, ranges] : manifest.at("fitted_on").at("ranges").items()) {
+                for (const auto& [name, range] : ranges.items()) {
+                    bundle.fitted_ranges_[kind][name] = {range.at(0).get<std::int64_t>(),
+                                                         range.at(1).get<std::int64_t>()};
+                }
+            }
+        }
     } catch (const nlohmann::json::exception& e) {
         throw std::runtime_error(manifest_path + " is missing or has malformed fields: " + e.what());
     }
@@ -137,8 +145,14 @@ std::vector<double> PredictorBundle::predict_ms(const std::string& kind, const s
                                                 const std::string& optimizer) const {
     const Predictor& p = predictor(kind, mode);
     const bool relative = p.target.rfind(kLogOver, 0) == 0;
+    const ParameterRanges& ranges = fitted_ranges(p.kind);
+    std::vector<LayerConfig> placed;
+    if (!ranges.empty()) {
+        placed.reserve(configs.size());
+        for (const auto& config : configs) placed.push_back(within_fitted_rows(config, ranges));
+    }
     // One pass over the features: the model's inputs, then (for a relative target) the feature it divides by.
-    const FeatureMatrix inputs = model_inputs(p.sources, configs, gpu, optimizer);
+    const FeatureMatrix inputs = model_inputs(p.sources, ranges.empty() ? configs : placed, gpu, optimizer);
     const auto columns = static_cast<Eigen::Index>(p.features.size());
     const Eigen::VectorXd raw = p.model->predict(inputs.leftCols(columns));
     std::vector<double> ms(configs.size());
@@ -147,6 +161,12 @@ std::vector<double> PredictorBundle::predict_ms(const std::string& kind, const s
         ms[i] = std::exp(raw[row]) * (relative ? inputs(row, columns) : 1.0);  // undo the target's log transform
     }
     return ms;
+}
+
+const ParameterRanges& PredictorBundle::fitted_ranges(const std::string& kind) const {
+    static const ParameterRanges none;
+    const auto it = fitted_ranges_.find(kind);
+    return it == fitted_ranges_.end() ? none : it->second;
 }
 
 std::vector<std::pair<std::string, std::string>> PredictorBundle::available() const {

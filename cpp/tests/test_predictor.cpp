@@ -82,6 +82,24 @@ TEST_F(BundleTest, MlpWithReluAndRelativeTarget) {
     EXPECT_NEAR(ms[1], std::exp(14.5) * 224, 1e-6 * std::exp(14.5) * 224);
 }
 
+TEST_F(BundleTest, RowsArePlacedWithinTheFittedRangesTheManifestRecords) {
+    // log(ms) = batch / 64: the model sees the placed batch, 64 samples of 64 rows for 4,096 rows of one sample.
+    const std::string ranges = R"({"fitted_on": {"ranges": {"linear": {"batch": [1, 512], "seq_len": [1, 502]}}}, )";
+    write("manifest.json", ranges + manifest(R"(["batch"])").substr(1));
+    write("m.json", R"({"mean": [0], "scale": [64], "layers": [{"weight": [[1]], "bias": [0]}]})");
+    const auto bundle = prenet::PredictorBundle::load(folder_.string());
+    const auto& linear = prenet::find_layer_kind("linear");
+    const auto one_sample = linear.configure({{"batch", 1}, {"seq_len", 4096}, {"in_features", 3}, {"out_features", 4}});
+    const auto within = linear.configure({{"batch", 2}, {"seq_len", 7}, {"in_features", 3}, {"out_features", 4}});
+    const auto ms = bundle.predict_ms("linear", "forward", {one_sample, within}, gpu(), "sgd");
+    EXPECT_NEAR(ms[0], std::exp(1.0), 1e-12);
+    EXPECT_NEAR(ms[1], std::exp(2.0 / 64), 1e-12);  // within the ranges: as given
+    EXPECT_EQ(bundle.fitted_ranges("linear").at("seq_len").second, 502);
+    EXPECT_TRUE(bundle.fitted_ranges("conv2d").empty());
+    write("manifest.json", R"({"fitted_on": {"ranges": {"linear": {"batch": [1]}}}, )" + manifest(R"(["batch"])").substr(1));
+    EXPECT_NE(load_error().find("missing or has malformed fields"), std::string::npos);
+}
+
 TEST_F(BundleTest, UnknownKindOrModeIsNamed) {
     write("manifest.json", manifest(R"(["batch"])"));
     write("m.json", R"({"mean": [0], "scale": [1], "layers": [{"weight": [[1]], "bias": [0]}]})");

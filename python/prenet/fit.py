@@ -168,6 +168,7 @@ def main(argv=None):
     provenance = {"data": source, "modes": sorted({c["mode"] for c in chosen}),
                   "devices": sorted({g for k in kinds for g in data[k]["gpu"].unique()}),
                   "rows": {k: int(min(len(data[k]), args.max_rows or len(data[k]))) for k in kinds},
+                  "ranges": {k: training.parameter_ranges(k, data[k]) for k in kinds},
                   "split": "80/10/10 by configuration, seed 0", "mlp_epochs": args.mlp_epochs,
                   "trees": args.trees or "family default",
                   # what the predictors return: a measured latency (with the host's launch gap) or device time

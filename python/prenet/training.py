@@ -72,6 +72,19 @@ def config_keys(kind, frame):
     return [p["name"] for p in _kind_spec(kind)["parameters"] if p["name"] in frame]
 
 
+def parameter_ranges(kind, frame):
+    """{parameter: [smallest, largest]} over the configurations of `kind` in `frame`, a parameter without a column
+    at its default (as the native features fill it in): where the kind's predictors were fitted. A bundle records
+    them (manifest fitted_on.ranges) and places a configuration's rows within them (prenet/fitted_range.hpp)."""
+    ranges = {}
+    for p in _kind_spec(kind)["parameters"]:
+        if p["name"] in frame:
+            ranges[p["name"]] = [int(frame[p["name"]].min()), int(frame[p["name"]].max())]
+        elif p["default"] is not None:
+            ranges[p["name"]] = [int(p["default"])] * 2
+    return ranges
+
+
 def model_inputs(kind, frame, names, optimizer_column=None):
     """Input matrix of `names` for every row of `frame` (configuration columns, `gpu`)."""
     keys = config_keys(kind, frame)

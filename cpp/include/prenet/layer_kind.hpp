@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace prenet {
@@ -67,6 +68,10 @@ public:
     std::string paper_name;    // the PreNeT paper's name for the kind
     std::string description;
     std::vector<ParameterSpec> parameters;
+    // Two parameters whose product alone sets the layer's work (rows of a matrix or of a normalisation, however
+    // they divide into samples and tokens): a predictor sees them re-split within the ranges it was fitted on
+    // (prenet/fitted_range.hpp). Absent: every parameter counts on its own.
+    std::optional<std::pair<std::string, std::string>> row_parameters;
     // Checks relations between parameters; throws std::invalid_argument naming the problem.
     std::function<void(const LayerConfig&)> validate;
     // Layer-specific features derived from the parameters (e.g. a convolution's output height).

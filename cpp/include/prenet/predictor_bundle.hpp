@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "prenet/fitted_range.hpp"
 #include "prenet/gpu_catalog.hpp"
 #include "prenet/layer_kind.hpp"
 #include "prenet/regressor.hpp"
@@ -52,7 +53,8 @@ public:
     // features this build does not compute).
     static PredictorBundle load(const std::string& folder);
 
-    // Milliseconds per configuration; throws std::invalid_argument if no predictor covers (kind, mode).
+    // Milliseconds per configuration, each with its rows placed within the kind's fitted ranges where the manifest
+    // records them (within_fitted_rows); throws std::invalid_argument if no predictor covers (kind, mode).
     std::vector<double> predict_ms(const std::string& kind, const std::string& mode,
                                    const std::vector<LayerConfig>& configs, const GpuSpec& gpu,
                                    const std::string& optimizer) const;
@@ -60,10 +62,13 @@ public:
     bool has(const std::string& kind, const std::string& mode) const { return predictors_.count({kind, mode}) > 0; }
     const Predictor& predictor(const std::string& kind, const std::string& mode) const;
     const std::string& manifest_text() const { return manifest_text_; }
+    // The parameter ranges of `kind`'s fitting data (empty where the manifest does not record them).
+    const ParameterRanges& fitted_ranges(const std::string& kind) const;
 
 private:
     std::map<std::pair<std::string, std::string>, Predictor> predictors_;
     std::string manifest_text_;
+    std::map<std::string, ParameterRanges> fitted_ranges_;  // by kind, from fitted_on.ranges
 };
 
 }  // namespace prenet

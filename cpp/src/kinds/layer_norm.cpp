@@ -52,6 +52,7 @@ LayerKind make_layer_norm() {
         {"normalized_shape", 1, kMaxSize, std::nullopt, "size of the normalised last dimension D_in"},
         {"elementwise_affine", 0, 1, 1, "1 if the layer has gamma and beta"},
     };
+    kind.row_parameters = std::pair<std::string, std::string>{"batch", "seq_len"};
     kind.cost = layer_norm_cost;
     return kind;
 }

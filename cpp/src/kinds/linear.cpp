@@ -57,6 +57,7 @@ LayerKind make_linear() {
         {"out_features", 1, kMaxSize, std::nullopt, "output dimension D_out"},
         {"bias", 0, 1, 1, "1 if the layer adds a bias"},
     };
+    kind.row_parameters = std::pair<std::string, std::string>{"batch", "seq_len"};
     kind.cost = linear_cost;
     kind.backward_kernels = linear_backward;
     kind.tensor_cores = TensorCores::matmul;

@@ -8,6 +8,7 @@ import torch.nn as nn
 import prenet
 from prenet import host_calibration, host_cost, predictors
 from prenet.collect import Harness
+from prenet.sampling import sample_config
 
 OTHER_CPU = "Some Other CPU 9000"
 
@@ -89,6 +90,23 @@ def test_a_corrupt_or_unfinished_calibration_is_refused_with_the_fix(other_cpu):
     other_cpu.write_text(json.dumps(record))
     with pytest.raises(ValueError, match="unfinished calibration; run `prenet calibrate`"):
         prenet.predict_layer("linear", gpu="cpu", batch=1, in_features=4, out_features=4)
+
+
+def test_reference_layers_span_the_predicted_time_and_the_arithmetic_intensity(monkeypatch):
+    monkeypatch.setattr(host_calibration, "CANDIDATES", 30)
+    monkeypatch.setattr(host_calibration, "PER_KIND", 4)
+    linear = [layer for layer in host_calibration.reference_layers() if layer[2] == "linear"]
+    assert 3 <= len(linear) <= 4
+    candidates = []
+    for index in range(host_calibration.FIRST_INDEX, host_calibration.FIRST_INDEX + 30):
+        config = {**sample_config("linear", index), "activation": "none"}
+        candidates.append(host_calibration._native_layer("linear", config)[1])
+    intensities = [host_calibration.intensity("linear", c) for c in candidates]
+    chosen = [host_calibration.intensity("linear", layer[3]) for layer in linear]
+    assert max(chosen) == max(intensities) and min(chosen) == min(intensities)
+    # ordered by predicted time, the first and the last of the time spread are there too
+    trains = [layer[4]["train"] for layer in linear]
+    assert trains == sorted(trains)
 
 
 def test_calibrate_times_reference_layers_and_resumes_after_an_interruption(other_cpu, monkeypatch):

@@ -62,6 +62,34 @@ def test_a_calibration_scales_each_kind_by_its_own_ratio_and_unknown_kinds_by_th
     assert prenet.predict_layer("linear", gpu="cpu", **linear) == pytest.approx(0.5 * plain["forward_ms"])
 
 
+def test_pointwise_and_larger_convolutions_are_calibrated_apart(other_cpu):
+    record = _record({"linear": 1.0})
+    for kernel, ratio, predicted_times in ((1, 0.5, (0.01, 0.1, 1.0, 10.0)), (3, 2.0, (0.01, 0.1, 1.0, 10.0)),
+                                           (5, 8.0, (1.0,))):
+        for predicted in predicted_times:
+            record["layers"].append({
+                "harness_kind": "conv2d", "config": {"k": kernel, "t": predicted}, "kind": "conv2d",
+                "native_config": {"kernel_size": kernel}, "predicted_forward_ms": predicted,
+                "predicted_train_ms": predicted, "status": "ok", "error": "", "forward_ms": ratio * predicted,
+                "train_ms": ratio * predicted})
+    other_cpu.write_text(json.dumps(record))
+    native, catalog, host = predictors.resolve("cpu")
+    raw = predictors.load_bundle(str(predictors.PACKAGED_HOST_BUNDLE))
+    conv = {"batch": 2, "in_channels": 8, "out_channels": 8, "height": 16, "width": 16}
+    for kernel, ratio in ((1, 0.5), (3, 2.0), (7, 2.0)):  # 7x7 is one of the larger kernels
+        config = {**conv, "kernel_size": kernel, "padding": kernel // 2}
+        calibrated = native.estimate("conv2d", [config], catalog, host, "sgd", "fp32", 0.0)[0]
+        plain = raw.estimate("conv2d", [config], catalog, host, "sgd", "fp32", 0.0)[0]
+        assert calibrated["forward_ms"] == pytest.approx(ratio * plain["forward_ms"], rel=1e-6), kernel
+        assert native.predict("conv2d", "forward", [config], catalog, host, "sgd")[0] == pytest.approx(
+            ratio * raw.predict("conv2d", "forward", [config], catalog, host, "sgd")[0], rel=1e-6)
+    calibration = host_calibration.load()
+    assert calibration.factor("forward", "conv2d", 1.0, {"kernel_size": 1}) == pytest.approx(0.5)
+    # without a configuration: the kind's line over all its layers
+    assert 0.5 < calibration.factor("forward", "conv2d", 1.0) < 8.0
+    assert host_calibration.calibration_group("linear", {"kernel_size": 1}) == "linear"
+
+
 def test_predict_uses_this_cpus_calibration_and_says_so(other_cpu):
     model = nn.Sequential(nn.Flatten(), nn.Linear(48, 32), nn.ReLU(), nn.Linear(32, 4))
     with pytest.warns(UserWarning, match="prenet calibrate"):

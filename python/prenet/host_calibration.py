@@ -195,9 +195,24 @@ class Curve:
         return math.exp(self.intercept + self.slope * x)
 
 
+# Layers of one kind that libraries run by different algorithms, whose ratio between two hosts differs: calibrated
+# apart where the reference layers hold at least MIN_GROUP of the group. A 1x1 convolution is a matrix product (a
+# GEMM); larger kernels take im2col, direct or Winograd algorithms. On this project's AMD EPYC against the measured
+# Intel host, 1x1 convolutions ran 0.3-0.5 times their predicted time, larger kernels 0.6-2.5 times; one line for
+# both had leave-one-out median error 38% (forward) on the convolution reference layers, a line for each 27%.
+KIND_GROUPS = {"conv2d": lambda config: "1x1" if config.get("kernel_size") == 1 else "larger kernels"}
+MIN_GROUP = 4
+
+
+def calibration_group(kind, config):
+    """The group `kind` with `config` is calibrated in: "conv2d 1x1", or the kind itself."""
+    group = KIND_GROUPS.get(kind)
+    return f"{kind} {group(config)}" if group else kind
+
+
 class Calibration:
-    """Per native kind, a Curve for the forward pass and one for the training step; `host_costs`: this machine's
-    (prenet.host_cost)."""
+    """Per native kind (and group of a kind, KIND_GROUPS), a Curve for the forward pass and one for the training
+    step; `host_costs`: this machine's (prenet.host_cost)."""
 
     def __init__(self, record, path):
         self.path, self.host_cpu, self.date = path, record["host_cpu"], record.get("date", "")
@@ -209,17 +224,23 @@ class Calibration:
         self.curves = {}
         for part, measured, predicted in (("forward", "forward_ms", "predicted_forward_ms"),
                                           ("train", "train_ms", "predicted_train_ms")):
-            points = {}
+            points, grouped = {}, {}
             for row in ok:
-                points.setdefault(row["kind"], []).append(
-                    (math.log(row[predicted]), math.log(row[measured] / row[predicted])))
+                point = (math.log(row[predicted]), math.log(row[measured] / row[predicted]))
+                points.setdefault(row["kind"], []).append(point)
+                grouped.setdefault(calibration_group(row["kind"], row["native_config"]), []).append(point)
             self.curves[part] = {kind: Curve(p) for kind, p in points.items()}
+            self.curves[part].update({group: Curve(p) for group, p in grouped.items()
+                                      if group not in points and len(p) >= MIN_GROUP})
             every = [y for p in points.values() for _, y in p]
             self.curves[part][None] = Curve([(0.0, statistics.median(every))])
 
-    def factor(self, part, kind, predicted_ms):
+    def factor(self, part, kind, predicted_ms, config=None):
+        """Time here over the predicted `predicted_ms` of a `part` ("forward" or "train") of a `kind` layer
+        (with `config`: its group's where calibrated apart)."""
         curves = self.curves[part]
-        return curves.get(kind, curves[None]).factor(predicted_ms)
+        group = calibration_group(kind, config) if config is not None else kind
+        return curves.get(group, curves.get(kind, curves[None])).factor(predicted_ms)
 
     def describe(self):
         return f"calibrated to this CPU ({self.host_cpu}, {self.layers} reference layers, {self.date})"
@@ -253,17 +274,18 @@ class CalibratedBundle:
     def estimate(self, kind, configs, *args):
         times = self._bundle.estimate(kind, configs, *args)
         scaled = []
-        for t in times:
+        for t, config in zip(times, configs):
             train = t["forward_ms"] + t["backward_ms"] + t["optimizer_ms"]
-            rest = self.calibration.factor("train", kind, train)
-            scaled.append({**t, "forward_ms": t["forward_ms"] * self.calibration.factor("forward", kind,
-                                                                                        t["forward_ms"]),
-                           "backward_ms": t["backward_ms"] * rest, "optimizer_ms": t["optimizer_ms"] * rest})
+            rest = self.calibration.factor("train", kind, train, config)
+            forward = self.calibration.factor("forward", kind, t["forward_ms"], config)
+            scaled.append({**t, "forward_ms": t["forward_ms"] * forward, "backward_ms": t["backward_ms"] * rest,
+                           "optimizer_ms": t["optimizer_ms"] * rest})
         return scaled
 
     def predict(self, kind, mode, configs, *args):
         part = "forward" if mode == "forward" else "train"
-        return [ms * self.calibration.factor(part, kind, ms) for ms in self._bundle.predict(kind, mode, configs, *args)]
+        return [ms * self.calibration.factor(part, kind, ms, config)
+                for ms, config in zip(self._bundle.predict(kind, mode, configs, *args), configs)]
 
     def update_ms(self, groups, *args):
         return [ms * self.calibration.factor("forward", "add", ms) for ms in self._bundle.update_ms(groups, *args)]

@@ -66,7 +66,9 @@ public:
         const LayerKind& kind = c.kind();
         if (bundle_.has(kind.name, "backward")) return leaf(c, "backward", d, precision_);
         if (kind.backward_kernels) {
-            for (const auto& k : kind.backward_kernels(c)) forward(configure(k), scaled(d, k.count), depth + 1);
+            for (const auto& k : kind.backward_kernels(c)) {
+                forward_in(configure(k), scaled(d, k.count), depth + 1, width(k, precision_));
+            }
         } else if (kind.forward_kernels && depth < kMaxDepth) {
             for (const auto& k : kind.forward_kernels(c)) backward(configure(k), scaled(d, k.count), depth + 1);
         } else {
@@ -118,11 +120,17 @@ public:
 
 private:
     static LayerConfig configure(const KernelWork& k) { return find_layer_kind(k.kind).configure(k.config); }
+    // The precision a kernel's traffic is timed in: fp32 for integer traffic a 2-byte step does not narrow.
+    static Precision width(const KernelWork& k, Precision precision) {
+        return k.full_width ? Precision::fp32 : precision;
+    }
 
     void forward_in(const LayerConfig& c, Destination d, int depth, Precision precision) {
         const LayerKind& kind = c.kind();
         if (!bundle_.has(kind.name, "forward") && kind.forward_kernels && depth < kMaxDepth) {
-            for (const auto& k : kind.forward_kernels(c)) forward_in(configure(k), scaled(d, k.count), depth + 1, precision);
+            for (const auto& k : kind.forward_kernels(c)) {
+                forward_in(configure(k), scaled(d, k.count), depth + 1, width(k, precision));
+            }
             return;
         }
         leaf(c, "forward", d, precision);

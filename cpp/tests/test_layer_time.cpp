@@ -327,4 +327,26 @@ TEST_F(EstimatorTest, TwoBytePrecisionsUseTheMatrixRateAndHalveTheTraffic) {
     EXPECT_EQ(prenet::parse_precision("fp16"), Precision::fp16);
 }
 
+TEST_F(EstimatorTest, MaxPoolingsIndicesKeepTheirWidthUnderATwoBytePrecision) {
+    using prenet::Precision;
+    const auto bundle = prenet::PredictorBundle::load(folder_.string());
+    prenet::GpuSpec gpu = gpu_;
+    gpu.bf16_tflops = 160;
+    const auto pool = find_layer_kind("maxpool2d").configure({{"batch", 8}, {"channels", 64}, {"height", 112},
+                                                             {"width", 112}, {"kernel_size", 3}, {"stride", 2},
+                                                             {"padding", 1}});
+    const auto work = pool.kind().forward_kernels(pool);
+    ASSERT_EQ(work.size(), 2u);
+    EXPECT_FALSE(work[0].full_width);
+    EXPECT_TRUE(work[1].full_width);  // the int64 indices
+    // No predictor for the streaming kernels here: each takes its roofline, so time follows bytes.
+    const double input = 8.0 * 64 * 112 * 112, output = 8.0 * 64 * 56 * 56;
+    const auto fp32 = prenet::estimate_layer_times(bundle, {pool}, gpu, "sgd")[0];
+    const auto bf16 = prenet::estimate_layer_times(bundle, {pool}, gpu, "sgd", Precision::bf16)[0];
+    EXPECT_NEAR(bf16.forward_ms / fp32.forward_ms, (2 * (input + output) + 8 * output) / (4 * (input + output) + 8 * output),
+                1e-4);
+    EXPECT_NEAR(bf16.backward_ms / fp32.backward_ms,
+                (2 * (2 * input + output) + 8 * output) / (4 * (2 * input + output) + 8 * output), 1e-4);
+}
+
 }  // namespace

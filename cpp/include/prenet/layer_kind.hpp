@@ -32,6 +32,8 @@ struct KernelWork {
     std::string kind;
     std::map<std::string, std::int64_t> config;
     double count = 1;
+    // Integer traffic (max pooling's int64 indices) that a 2-byte precision leaves at its width: timed in fp32.
+    bool full_width = false;
 };
 
 // The resolved configuration of one layer: every parameter of its kind, in table order.

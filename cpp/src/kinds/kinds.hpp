@@ -27,6 +27,10 @@ LayerKind make_bmm();
 inline constexpr std::int64_t kMaxSize = std::int64_t{1} << 31;
 // Bytes of one int64 index (token ids of an embedding lookup).
 inline constexpr double kIndexBytes = 8.0;
+// Elements a streaming kernel reads and writes per element it produces: a unary one (ReLU) one read and one write,
+// a binary one (add) two reads and one write.
+inline constexpr double kUnaryElementPasses = 2.0;
+inline constexpr double kBinaryElementPasses = 3.0;
 
 }  // namespace prenet::kinds
 

@@ -1,6 +1,8 @@
 // Two-dimensional max and average pooling, torch.nn.MaxPool2d / AvgPool2d with square windows.
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "kinds.hpp"
 #include "prenet/features.hpp"
@@ -28,12 +30,19 @@ void validate_pool(const LayerConfig& c) {
     }
 }
 
+double pool_outputs(const LayerConfig& c) {
+    return static_cast<double>(c["batch"]) * c["channels"] *
+           pool_output_size(c["height"], c["kernel_size"], c["stride"], c["padding"]) *
+           pool_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"]);
+}
+
+// Max pooling writes (forward) and reads (backward) the int64 argmax of each output.
+double index_bytes(bool max, const LayerConfig& c) { return max ? kIndexBytes * pool_outputs(c) : 0.0; }
+
 LayerCost pool_cost(bool max, const LayerConfig& c, double bytes_per_element) {
     const double window = static_cast<double>(c["kernel_size"]) * c["kernel_size"];
-    const double planes = static_cast<double>(c["batch"]) * c["channels"];
-    const double input = planes * c["height"] * c["width"];
-    const double output = planes * pool_output_size(c["height"], c["kernel_size"], c["stride"], c["padding"]) *
-                          pool_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"]);
+    const double input = static_cast<double>(c["batch"]) * c["channels"] * c["height"] * c["width"];
+    const double output = pool_outputs(c);
     LayerCost cost;
     cost.paper_operations = output * window;  // no PreNeT equation: window elements visited
     cost.memory_input = input;                 // PreNeT eq. 11
@@ -42,11 +51,9 @@ LayerCost pool_cost(bool max, const LayerConfig& c, double bytes_per_element) {
     cost.forward_flops = max ? output * window : output * (window + 1);
     // Max: route each dY to its argmax. Average: spread dY / window over the window.
     cost.backward_flops = max ? output : output * (window + 1);
-    // Max pooling also writes (and backward reads) the int64 argmax of each output.
-    const double index_bytes = max ? kIndexBytes * output : 0.0;
-    cost.forward_bytes = bytes_per_element * (input + output) + index_bytes;
+    cost.forward_bytes = bytes_per_element * (input + output) + index_bytes(max, c);
     // Backward zero-fills dX, reads dY and writes the gradients into dX.
-    cost.backward_bytes = bytes_per_element * (2 * input + output) + index_bytes;
+    cost.backward_bytes = bytes_per_element * (2 * input + output) + index_bytes(max, c);
     return cost;
 }
 
@@ -73,23 +80,23 @@ LayerKind make_pool2d(bool max) {
     };
     kind.cost = [max](const LayerConfig& c, double bytes_per_element) { return pool_cost(max, c, bytes_per_element); };
     // Without a predictor of its own: streaming kernels over the input plane scaled to the pool's traffic
-    // (pool_cost, max pooling's int64 indices included): forward as a ReLU (one read, one write per element),
-    // backward as an add (two reads, one write: zero-fill dX, read dY and the indices, scatter into dX).
-    const auto plane_passes = [max](const LayerConfig& c, bool forward) {
+    // (pool_cost): forward as a ReLU (one read, one write per element), backward as an add (two reads, one write:
+    // zero-fill dX, read dY, scatter into dX); max pooling's int64 indices as a kernel of the same kind kept at
+    // full width under a 2-byte precision.
+    const auto kernels = [max](const LayerConfig& c, bool forward) {
         const LayerCost cost = pool_cost(max, c, kFp32Bytes);
-        const double plane = static_cast<double>(c["batch"]) * c["channels"] * c["height"] * c["width"];
-        return (forward ? cost.forward_bytes : cost.backward_bytes) / (kFp32Bytes * plane);
+        const double plane_bytes = kFp32Bytes * static_cast<double>(c["batch"]) * c["channels"] * c["height"] * c["width"];
+        const double passes = forward ? kUnaryElementPasses : kBinaryElementPasses;
+        const std::map<std::string, std::int64_t> plane = {{"batch", c["batch"] * c["channels"]},
+                                                           {"features", c["height"] * c["width"]}};
+        const std::string kind = forward ? "relu" : "add";
+        const double values = (forward ? cost.forward_bytes : cost.backward_bytes) - index_bytes(max, c);
+        std::vector<KernelWork> work{{kind, plane, values / plane_bytes / passes}};
+        if (max) work.push_back({kind, plane, index_bytes(max, c) / plane_bytes / passes, true});
+        return work;
     };
-    kind.forward_kernels = [plane_passes](const LayerConfig& c) {
-        return std::vector<KernelWork>{{"relu", {{"batch", c["batch"] * c["channels"]},
-                                                 {"features", c["height"] * c["width"]}},
-                                        plane_passes(c, true) / 2}};
-    };
-    kind.backward_kernels = [plane_passes](const LayerConfig& c) {
-        return std::vector<KernelWork>{{"add", {{"batch", c["batch"] * c["channels"]},
-                                                {"features", c["height"] * c["width"]}},
-                                        plane_passes(c, false) / 3}};
-    };
+    kind.forward_kernels = [kernels](const LayerConfig& c) { return kernels(c, true); };
+    kind.backward_kernels = [kernels](const LayerConfig& c) { return kernels(c, false); };
     return kind;
 }
 

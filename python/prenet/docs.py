@@ -39,6 +39,10 @@ def render_layer_kinds_markdown():
             lines.append(f"| `{p['name']}` | {default} | {p['min']} to {p['max']} | {p['description']} |")
         derived = ", ".join(f"`{name}`" for name in kind["derived_features"]) or "none"
         lines += ["", f"Derived layer-specific features: {derived}.", ""]
+        if kind["row_parameters"]:
+            first, second = kind["row_parameters"]
+            lines += [f"Its work depends on `{first}` x `{second}` alone: a predictor bundle sees that product "
+                      "split within the ranges it was fitted on (`cpp/src/fitted_range.cpp`).", ""]
     lines += ["## Features shared by every kind", "", "| feature | meaning |", "| --- | --- |"]
     lines += [f"| `{name}` | {meaning} |" for name, meaning in COMMON_FEATURES.items()]
     return "\n".join(lines) + "\n"

@@ -58,7 +58,7 @@ def _calibrate(args):
     print(f"{calibration.describe()}: written to {path}")
     for part in ("forward", "train"):
         factors = {kind: curve.factor(1.0) for kind, curve in calibration.curves[part].items() if kind}
-        print(f"{part}: time here over the measured host's at 1 ms, per kind: " +
+        print(f"{part}: time here over the measured host's at 1 ms, per kind (and group of a kind): " +
               ", ".join(f"{kind} {factor:.2f}" for kind, factor in sorted(factors.items())))
 
 

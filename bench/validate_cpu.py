@@ -15,16 +15,13 @@ import time
 import warnings
 from pathlib import Path
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+import torch
+import torch.nn as nn
 
-import torch  # noqa: E402
-import torch.nn as nn  # noqa: E402
-
-import prenet  # noqa: E402
-from prenet import host_calibration  # noqa: E402
-from prenet.catalog import unmeasured_host_warning  # noqa: E402
-from report import write_report  # noqa: E402
+import prenet
+from prenet import host_calibration
+from prenet.catalog import unmeasured_host_warning
+from report import write_report
 
 RESULTS = Path(__file__).resolve().parent / "results" / "validate_cpu.md"
 
@@ -92,7 +89,6 @@ def main(argv=None):
     if other_host and not args.other_host:
         parser.exit(2, f"validate_cpu: {other_host}; predicted and measured times would be of different CPUs "
                        "(pass --other-host to compare them anyway)\n")
-    torch.set_num_threads(1)
     torch.manual_seed(0)
     rows, errors = [], []
     started = time.monotonic()
@@ -108,7 +104,8 @@ def main(argv=None):
             with warnings.catch_warnings():  # said once, in the report
                 warnings.simplefilter("ignore")
                 estimate = prenet.predict(model, batch=batch, gpu="cpu", dataset_size=args.dataset_size, **inputs)
-            measured = prenet.measure(model, batch=batch, dataset_size=args.dataset_size, device="cpu", **inputs)
+            measured = prenet.measure(model, batch=batch, dataset_size=args.dataset_size, device="cpu", threads=1,
+                                      **inputs)
             error = abs(estimate.epoch_seconds - measured.epoch_seconds) / measured.epoch_seconds
             errors.append(error)
             rows.append(f"| {name} | {batch} | {measured.epoch_seconds:.3f} ({measured.epoch_min_seconds:.3f}-"

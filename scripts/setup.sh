@@ -14,7 +14,8 @@ APT_PACKAGES=(
   libtorch-dev python3-torch python3-torchvision
   libopenblas0-pthread
   python3-xgboost
-  python3-numpy python3-pandas python3-sklearn python3-matplotlib python3-pytest python3-tqdm
+  python3-numpy python3-pandas python3-sklearn python3-threadpoolctl python3-matplotlib python3-pytest
+  python3-tqdm
   jupyter-nbconvert python3-nbclient python3-ipykernel python3-nbformat
 )
 

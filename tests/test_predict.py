@@ -156,6 +156,21 @@ def test_measure_follows_the_protocol_on_the_cpu():
     assert "per epoch" in repr(result)
 
 
+def test_measure_runs_on_the_threads_it_is_given_and_restores_them():
+    before = torch.get_num_threads()
+    result = prenet.measure(SmallCnn(), batch=4, input_shape=(3, 16, 16), dataset_size=8, device="cpu", threads=1)
+    assert result.environment["device_units"] == 1
+    assert result.environment["library_threads"] and set(result.environment["library_threads"].values()) == {1}
+    assert torch.get_num_threads() == before
+    untouched = prenet.measure(SmallCnn(), batch=4, input_shape=(3, 16, 16), dataset_size=8, device="cpu")
+    assert untouched.environment["device_units"] == before
+    for bad in (0, 1.5):
+        with pytest.raises(ValueError, match="threads is a positive integer for device='cpu'"):
+            prenet.measure(SmallCnn(), batch=4, input_shape=(3, 16, 16), device="cpu", threads=bad)
+    with pytest.raises(ValueError, match="threads is a positive integer for device='cpu'"):
+        prenet.measure(SmallCnn(), batch=4, input_shape=(3, 16, 16), device="cuda", threads=1)
+
+
 def test_measure_names_what_it_cannot_do():
     with pytest.raises(ValueError, match="repeats must be an integer >= 3"):
         prenet.measure(SmallCnn(), batch=4, input_shape=(3, 16, 16), device="cpu", repeats=1)
@@ -168,10 +183,11 @@ def test_measure_names_what_it_cannot_do():
 
 def test_measure_command_line(run_prenet):
     done = run_prenet("measure", "torchvision:resnet18", "--device", "cpu", "--batch", "2", "--input-shape",
-                      "3,32,32", "--dataset-size", "4", "--json")
+                      "3,32,32", "--dataset-size", "4", "--json", "--threads", "1")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["iterations"] == 2 and len(result["epochs"]) == 3 and result["epoch_seconds"] > 0
+    assert result["environment"]["device_units"] == 1
 
 
 def test_plot_shows_the_layers_by_share():

@@ -88,7 +88,8 @@ def _measure(args):
 
     model, inputs = _training_run_model(args)
     result = measure(model, batch=args.batch, dataset_size=args.dataset_size, optimizer=args.optimizer,
-                     precision=args.precision, device=args.device, repeats=args.repeats, **inputs)
+                     precision=args.precision, device=args.device, repeats=args.repeats, threads=args.threads,
+                     **inputs)
     if args.json:
         print(json.dumps({"model": args.model, "device": result.device, "batch": result.batch,
                           "dataset_size": result.dataset_size, "optimizer": result.optimizer,
@@ -213,6 +214,8 @@ def parser():
     m.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default cuda)")
     _training_run_arguments(m)
     m.add_argument("--repeats", type=int, default=3, help="timed epochs after the warm-up (>= 3)")
+    m.add_argument("--threads", type=int, help="CPU threads, PyTorch's and the BLAS library's (device cpu; "
+                                                "predictions for 'cpu' are of 1; default: as they are)")
     m.add_argument("--json", action="store_true", help="print one JSON object")
     m.set_defaults(run=_measure)
     o = sub.add_parser("compare", help="predicted epoch time and cost of a model on many GPUs, fastest first")

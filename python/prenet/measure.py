@@ -7,6 +7,7 @@ it returns one (Hugging Face models called with labels=), else cross-entropy on 
 sequence outputs) against random labels. One warm-up epoch, then `repeats` (>= 3) timed epochs, each between two
 device synchronisations on the host's monotonic clock; the median epoch is reported with min and max.
 """
+import contextlib
 import platform
 import statistics
 import time
@@ -77,6 +78,7 @@ def _loss(output):
 
 def _environment(model, device):
     import torch
+    from threadpoolctl import threadpool_info
 
     env = {"host_cpu": cpu_model(), "torch": torch.__version__,
            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available()
@@ -86,13 +88,36 @@ def _environment(model, device):
         env.update(device_name=props.name, device_units=props.multi_processor_count, device_units_kind="SMs",
                    peak_memory_mib=torch.cuda.max_memory_allocated(device) / 2**20)
     else:
-        env.update(device_name=env["host_cpu"], device_units=torch.get_num_threads(), device_units_kind="threads")
+        env.update(device_name=env["host_cpu"], device_units=torch.get_num_threads(), device_units_kind="threads",
+                   library_threads={pool["internal_api"]: pool["num_threads"] for pool in threadpool_info()})
     return env
 
 
+@contextlib.contextmanager
+def _cpu_threads(threads):
+    """PyTorch's intra-op threads and every native thread pool (the BLAS library's own among them, which
+    torch.set_num_threads leaves alone) at `threads` inside, restored after; None: as they are."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    if threads is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with threadpool_limits(limits=threads):
+            yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=1024, optimizer="sgd",
-            precision="fp32", device="cuda", repeats=3):
-    """Measures the model's training epoch on `device` ("cuda", "cuda:N" or "cpu") by the protocol."""
+            precision="fp32", device="cuda", repeats=3, threads=None):
+    """Measures the model's training epoch on `device` ("cuda", "cuda:N" or "cpu") by the protocol. `threads`
+    (device "cpu"): the CPU threads it runs on, PyTorch's and the BLAS library's alike (None: as they are);
+    prenet.predict(gpu="cpu") predicts one thread, so compare it with threads=1. The environment records the
+    threads of every native thread pool."""
     import torch
 
     _check(model, batch, dataset_size, optimizer)
@@ -100,6 +125,9 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
     if not isinstance(repeats, int) or repeats < 3:
         raise ValueError(f"repeats must be an integer >= 3 (the protocol times at least 3 epochs), got {repeats!r}")
     device = torch.device(device)
+    if threads is not None and (device.type != "cpu" or not isinstance(threads, int) or threads < 1):
+        raise ValueError(f"threads is a positive integer for device='cpu' (None leaves them as they are), got "
+                         f"{threads!r} for device {str(device)!r}")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("CUDA is not available on this machine; measure with device='cpu' or on a GPU machine")
     model = model.to(device).train()
@@ -137,18 +165,19 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
     if precision == "fp32_strict":
         torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     try:
-        epoch()  # warm-up
-        times = []
-        for _ in range(repeats):
-            synchronize()
-            started = time.monotonic()
-            epoch()
-            synchronize()
-            times.append(time.monotonic() - started)
+        with _cpu_threads(threads):
+            epoch()  # warm-up
+            times = []
+            for _ in range(repeats):
+                synchronize()
+                started = time.monotonic()
+                epoch()
+                synchronize()
+                times.append(time.monotonic() - started)
+            env = _environment(model, device)
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = flags
     median = statistics.median(times)
-    env = _environment(model, device)
     env.update(precision=precision, optimizer=optimizer, batch=batch, dataset_size=dataset_size,
                python=platform.python_version())
     return Measurement(device=env["device_name"], batch=batch, dataset_size=dataset_size, optimizer=optimizer,

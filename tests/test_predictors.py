@@ -284,3 +284,36 @@ def test_dense_models_agree_when_device_figures_are_constant(family, tmp_path):
     x = training.model_inputs("batchnorm2d", rows, result["features"])
     python = training.to_ms("batchnorm2d", rows, result["target"], result["model"].predict(x))
     np.testing.assert_allclose(native, python, rtol=1e-5)
+
+
+def test_an_interrupted_fit_resumes_with_the_kinds_it_had_not_finished(tmp_path, monkeypatch):
+    from prenet import fit
+
+    bundle, results = tmp_path / "bundle", tmp_path / "tables.md"
+    args = ["--data", "neusight", "--kinds", "relu", "add", "--families", "linear", "--sets", "ours",
+            "--max-rows", "300", "--out", str(bundle), "--results", str(results)]
+    fitted, real = [], fit.fit_one_kind
+
+    def interrupted_at_the_second_kind(kind, *rest):
+        fitted.append(kind)
+        if fitted == ["relu", "add"]:
+            raise KeyboardInterrupt
+        return real(kind, *rest)
+
+    monkeypatch.setattr(fit, "fit_one_kind", interrupted_at_the_second_kind)
+    with pytest.raises(KeyboardInterrupt):
+        fit.main(args)
+    assert not (bundle / "manifest.json").exists()  # no half-new bundle
+    assert list(json.loads((bundle / fit.STAGING / "progress.json").read_text())["kinds"]) == ["relu"]
+    fit.main(args)
+    assert fitted == ["relu", "add", "add"]  # relu was not fitted again
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert [e["kind"] for e in manifest["predictors"]] == ["relu", "add"]
+    assert all((bundle / e["file"]).is_file() for e in manifest["predictors"])
+    assert not (bundle / fit.STAGING).exists()
+    assert set(manifest["fitted_on"]["ranges"]) == {"relu", "add"}
+    tables = results.read_text()
+    assert "### relu, forward" in tables and "### add, forward" in tables
+    # other settings (or --restart) fit every kind again
+    fit.main(args[:-4] + ["--max-rows", "200", "--out", str(bundle), "--results", str(results)])
+    assert fitted == ["relu", "add", "add", "relu", "add"]

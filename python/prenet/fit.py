@@ -6,10 +6,13 @@
 For each kind and mode: every feature set (the paper's Baseline, +CO, +CO+CM, +CO+CM+CT, and ours) with every
 model family, fitted on 80% of the configurations; the predictor with the lowest validation median relative
 error is exported; the tables report the held-out test part. Modes outside --ablation-modes fit our feature set
-only (every family), which is all the bundle needs.
+only (every family), which is all the bundle needs. Each kind is kept as it finishes: run again with the same
+settings, an interrupted fit fits only the kinds it had not finished (--restart: every kind); the bundle folder
+changes only when all are done.
 """
 import argparse
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -24,6 +27,9 @@ PAPER_AND_OURS = {"baseline": "Baseline", "co": "CO", "cocm": "COCM", "cocmct": 
 SET_TITLES = {**PAPER_AND_OURS, "efficiency": "efficiency"}
 # "neusight_device": the NeuSight set as device time (each latency less its host's launch gap, prenet.launch_gap).
 DATA_SETS = ("cpu", "neusight", "neusight_device")
+# Inside the bundle folder while a fit runs: each finished kind's chosen model files and its tables, so that an
+# interrupted fit resumes with the kinds still to fit; the bundle itself is replaced only once every kind is done.
+STAGING = ".fit-in-progress"
 
 
 def _subsample(frame, max_rows, seed=0):
@@ -115,22 +121,77 @@ def fit_one_kind(kind, frame, modes, families, sets, ablation_modes, mlp_epochs=
     return fitted
 
 
-def fit_all(data, kinds, modes, families, sets, ablation_modes, mlp_epochs=300, trees=None, max_rows=0, jobs=1):
-    """Yields (kind, mode, results, chosen) for every kind and mode with data, in the order of `kinds`; `jobs`
-    worker processes fit kinds side by side."""
+def fit_kinds(data, kinds, modes, families, sets, ablation_modes, mlp_epochs=300, trees=None, max_rows=0, jobs=1):
+    """Yields (kind, [(kind, mode, results, chosen)] for every mode with data) as each kind finishes, in the order
+    of `kinds`; `jobs` worker processes fit kinds side by side."""
     arguments = [(kind, _subsample(data[kind], max_rows), modes, families, sets, ablation_modes, mlp_epochs, trees)
                  for kind in kinds]
     if jobs <= 1:
         for args in arguments:
-            yield from fit_one_kind(*args)
+            yield args[0], fit_one_kind(*args)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(fit_one_kind, *args) for args in arguments]
-        for future in futures:
-            yield from future.result()
+        futures = [(args[0], pool.submit(fit_one_kind, *args)) for args in arguments]
+        for kind, future in futures:
+            yield kind, future.result()
+
+
+def fit_all(data, kinds, modes, families, sets, ablation_modes, mlp_epochs=300, trees=None, max_rows=0, jobs=1):
+    """Yields (kind, mode, results, chosen) for every kind and mode with data, in the order of `kinds`
+    (fit_kinds)."""
+    for _, fitted in fit_kinds(data, kinds, modes, families, sets, ablation_modes, mlp_epochs, trees, max_rows,
+                               jobs):
+        yield from fitted
+
+
+class FitProgress:
+    """The kinds an interrupted fit of the same settings finished: their manifest entries (model files in the
+    staging folder), result records, chosen records and tables. Other settings, `restart` or an unreadable state
+    start afresh."""
+
+    def __init__(self, folder, settings, restart=False):
+        self.staging = Path(folder) / STAGING
+        self.path = self.staging / "progress.json"
+        state = None
+        if self.path.is_file() and not restart:
+            try:
+                state = json.loads(self.path.read_text())
+            except json.JSONDecodeError:
+                state = None
+        if not isinstance(state, dict) or state.get("settings") != settings:
+            shutil.rmtree(self.staging, ignore_errors=True)
+            state = {"settings": settings, "kinds": {}}
+        self.staging.mkdir(parents=True, exist_ok=True)
+        self.state = state
+
+    @property
+    def done(self):
+        return self.state["kinds"]
+
+    def add(self, kind, fitted):
+        """Keeps a finished kind, [(kind, mode, results, chosen)]: its chosen models written to the staging folder."""
+        self.done[kind] = {
+            "entries": [training.export_model(self.staging, best) for *_, best in fitted],
+            "chosen": [result_record(best) for *_, best in fitted],
+            "records": [result_record(r) for _, _, results, _ in fitted for r in results],
+            "sections": [tables_markdown(k, mode, results, best) for k, mode, results, best in fitted]}
+        partial = self.path.with_suffix(".partial")
+        partial.write_text(json.dumps(self.state))
+        partial.replace(self.path)  # whole or not at all
+
+    def gathered(self, kinds, key):
+        return [item for kind in kinds if kind in self.done for item in self.done[kind][key]]
+
+    def finish(self, folder, kinds, provenance):
+        """Moves the kinds' model files into the bundle `folder`, writes its manifest, removes the staging."""
+        entries = self.gathered(kinds, "entries")
+        for entry in entries:
+            (self.staging / entry["file"]).replace(Path(folder) / entry["file"])
+        training.write_manifest(folder, entries, provenance)
+        shutil.rmtree(self.staging)
 
 
 def main(argv=None):
@@ -148,6 +209,8 @@ def main(argv=None):
     parser.add_argument("--trees", type=int, help="tree count of the tree families (default: each family's own)")
     parser.add_argument("--max-rows", type=int, default=0, help="subsample each kind to this many rows (0: all)")
     parser.add_argument("--jobs", type=int, default=1, help="worker processes fitting kinds side by side")
+    parser.add_argument("--restart", action="store_true",
+                        help="fit every kind again, not resuming an interrupted fit of the same settings")
     args = parser.parse_args(argv)
 
     data, source = load_data(args.data)
@@ -155,16 +218,24 @@ def main(argv=None):
     unknown = sorted(set(kinds) - set(data))
     if unknown:
         parser.error(f"no data for kinds {unknown}; this set has {sorted(data)}")
-    sections, chosen, records = [], [], []
+    settings = {key: value for key, value in vars(args).items()
+                if key not in ("out", "results", "kinds", "jobs", "restart")}
+    settings["rows"] = {kind: int(len(data[kind])) for kind in kinds}
+    progress = FitProgress(args.out, settings, restart=args.restart)
+    resumed = [kind for kind in kinds if kind in progress.done]
+    if resumed:
+        print(f"resuming an interrupted fit: {', '.join(resumed)} already fitted (--restart fits them again)",
+              flush=True)
     started = time.monotonic()
-    for kind, mode, results, best in fit_all(data, kinds, args.modes, args.families, args.sets,
-                                             args.ablation_modes, args.mlp_epochs, args.trees, args.max_rows,
-                                             args.jobs):
-        chosen.append(best)
-        records += [result_record(r) for r in results]
-        sections.append(tables_markdown(kind, mode, results, best))
-        print(f"{kind} {mode}: {best['family']} on {best['feature_set']}, test median "
-              f"{100 * best['test']['median_rel']:.2f}% ({time.monotonic() - started:.0f} s)", flush=True)
+    todo = [kind for kind in kinds if kind not in progress.done]
+    for kind, fitted in fit_kinds(data, todo, args.modes, args.families, args.sets, args.ablation_modes,
+                                  args.mlp_epochs, args.trees, args.max_rows, args.jobs):
+        progress.add(kind, fitted)
+        for _, mode, _, best in fitted:
+            print(f"{kind} {mode}: {best['family']} on {best['feature_set']}, test median "
+                  f"{100 * best['test']['median_rel']:.2f}% ({time.monotonic() - started:.0f} s)", flush=True)
+    chosen, records = progress.gathered(kinds, "chosen"), progress.gathered(kinds, "records")
+    sections = progress.gathered(kinds, "sections")
     provenance = {"data": source, "modes": sorted({c["mode"] for c in chosen}),
                   "devices": sorted({g for k in kinds for g in data[k]["gpu"].unique()}),
                   "rows": {k: int(min(len(data[k]), args.max_rows or len(data[k]))) for k in kinds},
@@ -173,7 +244,7 @@ def main(argv=None):
                   "trees": args.trees or "family default",
                   # what the predictors return: a measured latency (with the host's launch gap) or device time
                   "timing": "device" if args.data == "neusight_device" else "latency"}
-    training.export_bundle(args.out, chosen, provenance)
+    progress.finish(args.out, kinds, provenance)
     medians = [c["test"]["median_rel"] for c in chosen]
     command = f"`.venv/bin/python -m prenet.fit {' '.join(argv if argv is not None else sys.argv[1:])}`"
     header = [f"# Per-layer predictors: {args.data}", "",

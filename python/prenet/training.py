@@ -314,27 +314,35 @@ def compact_bundle(folder):
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
 
 
-def export_bundle(folder, chosen, provenance):
-    """Writes a native bundle: manifest.json plus one model file per chosen (kind, mode) result; model files of an
-    earlier fit that the new manifest does not name are removed (other files, such as intervals.json, stay)."""
+def export_model(folder, result):
+    """Writes one chosen result's model file into `folder` (compact gzip JSON); returns its manifest entry."""
+    mode = result["mode"]
+    name = f"{result['kind']}-{mode}-{result['family']}.json.gz"
+    model = result["model"]
+    if result["family"] in ("linear", "mlp"):
+        _write_gzip_json(Path(folder) / name, _nine_digits(model.export()))
+    else:
+        _write_gzip_json(Path(folder) / name, compact_trees(json.loads(model.get_booster().save_raw("json"))))
+    return {"kind": result["kind"], "mode": mode, "family": result["family"], "file": name,
+            "features": result["features"], "target": result["target"], "feature_set": result["feature_set"],
+            "scores": {"validation": result["validation"], "test": result["test"]}}
+
+
+def write_manifest(folder, entries, provenance):
+    """Writes `folder`/manifest.json naming `entries` (their model files already there); model files of an
+    earlier fit that it does not name are removed (other files, such as intervals.json, stay)."""
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    entries = []
-    for result in chosen:
-        mode = result["mode"]
-        name = f"{result['kind']}-{mode}-{result['family']}.json.gz"
-        model = result["model"]
-        if result["family"] in ("linear", "mlp"):
-            _write_gzip_json(folder / name, _nine_digits(model.export()))
-        else:
-            _write_gzip_json(folder / name, compact_trees(json.loads(model.get_booster().save_raw("json"))))
-        entries.append({"kind": result["kind"], "mode": mode, "family": result["family"], "file": name,
-                        "features": result["features"], "target": result["target"],
-                        "feature_set": result["feature_set"], "scores": {"validation": result["validation"],
-                                                                          "test": result["test"]}})
     manifest = {"format": "prenet-predictors", "version": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "fitted_on": provenance, "predictors": entries}
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
     for stale in set(folder.glob("*.json.gz")) - {folder / e["file"] for e in entries}:
         stale.unlink()  # a model file of an earlier fit, no longer in the manifest
     return folder
+
+
+def export_bundle(folder, chosen, provenance):
+    """Writes a native bundle: manifest.json plus one model file per chosen (kind, mode) result (export_model,
+    write_manifest)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return write_manifest(folder, [export_model(folder, result) for result in chosen], provenance)

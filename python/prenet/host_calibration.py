@@ -68,8 +68,9 @@ def _native_layer(kind, config):
 
 def reference_layers():
     """[(harness kind, harness configuration, native kind, native configuration, predicted {forward, train} ms on
-    the measured host)]: per native kind, PER_KIND configurations spread evenly (in log time) over the candidates
-    predicted at most MAX_TRAIN_MS."""
+    the measured host)]: per native kind, up to PER_KIND of the candidates predicted at most MAX_TRAIN_MS, half
+    evenly spaced in the order of their predicted step, half in the order of their arithmetic intensity (one that
+    both pick counts once); ordered by predicted step."""
     from .catalog import host_catalog
     from .predictors import PACKAGED_HOST_BUNDLE, load_bundle
     from .sampling import SAMPLERS, sample_config

@@ -118,8 +118,13 @@ PredictorBundle PredictorBundle::load(const std::string& folder) {
         if (manifest.contains("fitted_on") && manifest.at("fitted_on").contains("ranges")) {
             for (const auto& [kind, ranges] : manifest.at("fitted_on").at("ranges").items()) {
                 for (const auto& [name, range] : ranges.items()) {
-                    bundle.fitted_ranges_[kind][name] = {range.at(0).get<std::int64_t>(),
-                                                         range.at(1).get<std::int64_t>()};
+                    const std::pair<std::int64_t, std::int64_t> bounds{range.at(0).get<std::int64_t>(),
+                                                                       range.at(1).get<std::int64_t>()};
+                    if (range.size() != 2 || bounds.first > bounds.second || bounds.second < 1) {
+                        throw std::runtime_error(manifest_path + ": fitted_on.ranges of " + kind + ", " + name +
+                                                 " is " + range.dump() + ", not [smallest, largest]");
+                    }
+                    bundle.fitted_ranges_[kind][name] = bounds;
                 }
             }
         }

@@ -392,7 +392,8 @@ def _layers_table(rows, catalog, device, step_ms):
 def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, dataset_size=1024,
             optimizer="sgd", precision="fp32", bundle=None):
     """Predicted training time of `model` (see the module's description). `gpu`: a catalog name (prenet.gpus())
-    or "cpu" (this project's measured host CPU, one thread). Returns an Estimate."""
+    or "cpu" (one thread of this project's measured host CPU; on another CPU, calibrated to it where
+    `prenet calibrate` was run, else with a warning). Returns an Estimate."""
     _check(model, batch, dataset_size, optimizer)
     check_precision(precision, gpu)  # an unknown precision or GPU, or a mixed one on the CPU, fails before tracing
     native, catalog, device = resolve(gpu, bundle)

@@ -26,6 +26,7 @@ LayerConfig within_fitted_rows(const LayerConfig& config, const ParameterRanges&
     const std::int64_t a = config[rows->first];
     const std::int64_t b = config[rows->second];
     if (within(a, first->second) && within(b, second->second)) return config;
+    if (first->second.second < 1 || second->second.second < 1) return config;  // no rows were fitted
     const std::int64_t total = a * b;
     const std::int64_t second_low = std::max<std::int64_t>(1, second->second.first);
     // The first factor's values that leave the second within its range.

@@ -120,7 +120,7 @@ PredictorBundle PredictorBundle::load(const std::string& folder) {
                 for (const auto& [name, range] : ranges.items()) {
                     const std::pair<std::int64_t, std::int64_t> bounds{range.at(0).get<std::int64_t>(),
                                                                        range.at(1).get<std::int64_t>()};
-                    if (range.size() != 2 || bounds.first > bounds.second || bounds.second < 1) {
+                    if (range.size() != 2 || bounds.first > bounds.second) {
                         throw std::runtime_error(manifest_path + ": fitted_on.ranges of " + kind + ", " + name +
                                                  " is " + range.dump() + ", not [smallest, largest]");
                     }

@@ -50,6 +50,9 @@ TEST(WithinFittedRows, ConfigurationsWithinOrBeyondEverySplitAreLeftAlone) {
     const auto conv = prenet::find_layer_kind("conv2d").configure(
         {{"batch", 4096}, {"in_channels", 3}, {"out_channels", 8}, {"kernel_size", 3}, {"height", 8}, {"width", 8}});
     EXPECT_EQ(prenet::within_fitted_rows(conv, kCpuRanges).values(), conv.values());
+    // Ranges that hold no rows at all.
+    EXPECT_EQ(prenet::within_fitted_rows(layer_norm(4096, 1), {{"batch", {0, 0}}, {"seq_len", {1, 8}}}).values(),
+              layer_norm(4096, 1).values());
 }
 
 }  // namespace

@@ -98,6 +98,8 @@ TEST_F(BundleTest, RowsArePlacedWithinTheFittedRangesTheManifestRecords) {
     EXPECT_TRUE(bundle.fitted_ranges("conv2d").empty());
     write("manifest.json", R"({"fitted_on": {"ranges": {"linear": {"batch": [1]}}}, )" + manifest(R"(["batch"])").substr(1));
     EXPECT_NE(load_error().find("missing or has malformed fields"), std::string::npos);
+    write("manifest.json", R"({"fitted_on": {"ranges": {"linear": {"bias": [0, 0]}}}, )" + manifest(R"(["batch"])").substr(1));
+    EXPECT_EQ(load_error(), "");  // a flag fitted at 0 only is a range
     write("manifest.json", R"({"fitted_on": {"ranges": {"linear": {"batch": [9, 2]}}}, )" + manifest(R"(["batch"])").substr(1));
     EXPECT_NE(load_error().find("fitted_on.ranges of linear, batch is [9,2], not [smallest, largest]"),
               std::string::npos) << load_error();

@@ -90,6 +90,19 @@ def test_pointwise_and_larger_convolutions_are_calibrated_apart(other_cpu):
     assert host_calibration.calibration_group("linear", {"kernel_size": 1}) == "linear"
 
 
+def test_the_plot_shows_each_kinds_ratios_and_line(other_cpu):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    other_cpu.write_text(json.dumps(_record({"linear": 0.5, "relu": 2.0, "add": 4.0})))
+    figure = host_calibration.load().plot("train")
+    panels = [ax for ax in figure.axes if ax.get_visible()]
+    assert sorted(ax.get_title() for ax in panels) == ["add", "linear", "relu"]
+    linear = next(ax for ax in panels if ax.get_title() == "linear")
+    assert len(linear.collections[0].get_offsets()) == 4  # the four reference layers
+    assert all(ratio == pytest.approx(0.5) for ratio in linear.lines[0].get_ydata())  # the fitted line
+
+
 def test_predict_uses_this_cpus_calibration_and_says_so(other_cpu):
     model = nn.Sequential(nn.Flatten(), nn.Linear(48, 32), nn.ReLU(), nn.Linear(32, 4))
     with pytest.warns(UserWarning, match="prenet calibrate"):

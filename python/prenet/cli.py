@@ -60,6 +60,12 @@ def _calibrate(args):
         factors = {kind: curve.factor(1.0) for kind, curve in calibration.curves[part].items() if kind}
         print(f"{part}: time here over the measured host's at 1 ms, per kind (and group of a kind): " +
               ", ".join(f"{kind} {factor:.2f}" for kind, factor in sorted(factors.items())))
+    if args.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        calibration.plot().savefig(args.plot, dpi=100)
+        print(f"plot of the forward ratios: {args.plot}")
 
 
 def _predict(args):
@@ -230,6 +236,7 @@ def parser():
                        "(about a minute; resumed if interrupted)")
     h.add_argument("--out", help="calibration file (default: this CPU's file in the user cache)")
     h.add_argument("--no-progress", action="store_true")
+    h.add_argument("--plot", help="also save a plot of the fitted ratios (forward pass) to this image file")
     h.set_defaults(run=_calibrate)
     g = sub.add_parser("gpus", help="list the hardware catalog")
     g.set_defaults(run=_gpus)

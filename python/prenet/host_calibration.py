@@ -222,7 +222,7 @@ class Calibration:
             raise ValueError(f"{path} holds an unfinished calibration; run `prenet calibrate` to complete it")
         self.layers = len(ok)
         self.host_costs = record["host_costs"]
-        self.curves = {}
+        self.curves, self.points = {}, {}
         for part, measured, predicted in (("forward", "forward_ms", "predicted_forward_ms"),
                                           ("train", "train_ms", "predicted_train_ms")):
             points, grouped = {}, {}
@@ -230,9 +230,9 @@ class Calibration:
                 point = (math.log(row[predicted]), math.log(row[measured] / row[predicted]))
                 points.setdefault(row["kind"], []).append(point)
                 grouped.setdefault(calibration_group(row["kind"], row["native_config"]), []).append(point)
-            self.curves[part] = {kind: Curve(p) for kind, p in points.items()}
-            self.curves[part].update({group: Curve(p) for group, p in grouped.items()
-                                      if group not in points and len(p) >= MIN_GROUP})
+            self.points[part] = {**points, **{group: p for group, p in grouped.items()
+                                              if group not in points and len(p) >= MIN_GROUP}}
+            self.curves[part] = {key: Curve(p) for key, p in self.points[part].items()}
             every = [y for p in points.values() for _, y in p]
             self.curves[part][None] = Curve([(0.0, statistics.median(every))])
 
@@ -245,6 +245,31 @@ class Calibration:
 
     def describe(self):
         return f"calibrated to this CPU ({self.host_cpu}, {self.layers} reference layers, {self.date})"
+
+    def plot(self, part="forward", columns=5):
+        """A matplotlib Figure: per kind (and group), the reference layers' time here over the predicted time
+        against the predicted time (log axes), with the fitted line; `part` "forward" or "train"."""
+        import matplotlib.pyplot as plt
+
+        keys = sorted(self.points[part])
+        rows = math.ceil(len(keys) / columns)
+        figure, axes = plt.subplots(rows, columns, figsize=(3 * columns, 2.4 * rows), squeeze=False,
+                                    sharey=True)
+        for ax, key in zip(axes.flat, keys):
+            xs, ys = zip(*self.points[part][key])
+            ax.scatter([math.exp(x) for x in xs], [math.exp(y) for y in ys], s=10)
+            curve = self.curves[part][key]
+            grid = [math.exp(curve.low + (curve.high - curve.low) * i / 20) for i in range(21)]
+            ax.plot(grid, [curve.factor(ms) for ms in grid], color="C1")
+            ax.axhline(1.0, color="grey", linewidth=0.5)
+            ax.set(xscale="log", yscale="log", title=key)
+        for ax in list(axes.flat)[len(keys):]:
+            ax.set_visible(False)
+        figure.supxlabel(f"predicted {part} ms on the measured host")
+        figure.supylabel("time here / predicted")
+        figure.suptitle(self.describe())
+        figure.tight_layout()
+        return figure
 
 
 @functools.lru_cache(maxsize=4)

@@ -1,0 +1,101 @@
+"""The host calibration judged on layers it was not fitted on: layers drawn at random (not spread) among sampler
+indices that neither the CPU set (0..1,999) nor the calibration's reference layers (100,000 onwards) use, timed
+here with the same harness, against the measured host's predictions scaled by this CPU's calibration and
+unscaled.
+
+Run:  .venv/bin/python bench/calibration_heldout.py [--per-kind 12] [--out FILE]   (about a minute)
+Needs this CPU's calibration (`prenet calibrate`); writes bench/results/calibration_heldout.md.
+"""
+import argparse
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+
+from prenet import host_calibration
+from prenet.catalog import host_catalog
+from prenet.collect import Harness
+from prenet.predictors import PACKAGED_HOST_BUNDLE, load_bundle
+from prenet.sampling import SAMPLERS, sample_config
+from report import write_report
+
+FIRST_INDEX = 300_000  # beyond the reference layers' CANDIDATES x 5 from 100,000
+CANDIDATES = 200  # per harness kind (x 5 for the activations, one kind per op)
+
+
+def candidates():
+    """{native kind: [(harness kind, configuration, native configuration, predicted forward ms, train ms)]} of
+    the candidates predicted at most the calibration's MAX_TRAIN_MS."""
+    bundle, catalog = load_bundle(str(PACKAGED_HOST_BUNDLE)), host_catalog()
+    host = catalog.rows()[0]["name"]
+    by_kind = {}
+    for kind in SAMPLERS:
+        for index in range(FIRST_INDEX, FIRST_INDEX + CANDIDATES * (5 if kind == "activation" else 1)):
+            config = sample_config(kind, index)
+            if kind == "linear":
+                config["activation"] = "none"
+            native, native_config = host_calibration._native_layer(kind, config)
+            t = bundle.estimate(native, [native_config], catalog, host, config["optimizer"], "fp32", 0.0)[0]
+            train = t["forward_ms"] + t["backward_ms"] + t["optimizer_ms"]
+            if train <= host_calibration.MAX_TRAIN_MS:
+                by_kind.setdefault(native, []).append((kind, config, native_config, t["forward_ms"], train))
+    return by_kind
+
+
+def errors(rows, calibration, part, at_least_ms=0.0):
+    """Relative errors of the calibrated and of the unscaled predictions of `part` over `rows` predicted at least
+    `at_least_ms`."""
+    calibrated, unscaled = [], []
+    for row in rows:
+        predicted = row[f"predicted_{part}_ms"]
+        if predicted < at_least_ms:
+            continue
+        measured = row[f"{part}_ms"]
+        factor = calibration.factor(part, row["kind"], predicted, row["native_config"])
+        calibrated.append(abs(predicted * factor - measured) / measured)
+        unscaled.append(abs(predicted - measured) / measured)
+    return np.array(calibrated), np.array(unscaled)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--per-kind", type=int, default=12, help="layers drawn per native kind")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" /
+                        "calibration_heldout.md")
+    args = parser.parse_args(argv)
+    calibration = host_calibration.load()
+    if calibration is None:
+        parser.exit(2, "calibration_heldout: no calibration for this CPU; run `prenet calibrate` first\n")
+    started = time.monotonic()
+    rng = random.Random(0)
+    picked = [(native, c) for native, cands in sorted(candidates().items())
+              for c in rng.sample(cands, min(args.per_kind, len(cands)))]
+    harness, rows = Harness("cpu", threads=1), []
+    try:
+        for i, (native, (kind, config, native_config, forward, train)) in enumerate(picked):
+            result = harness.time(i, kind, config, host_calibration.HARNESS_TIMEOUT_S)
+            if result["status"] == "ok":
+                rows.append({"kind": native, "native_config": native_config, "predicted_forward_ms": forward,
+                             "predicted_train_ms": train, "forward_ms": result["forward_ms"],
+                             "train_ms": result["train_step_ms"]})
+    finally:
+        harness.stop()
+    lines = ["# The host calibration on layers it was not fitted on", "",
+             f"`.venv/bin/python bench/calibration_heldout.py --per-kind {args.per_kind}` "
+             f"({time.strftime('%Y-%m-%d')}, {time.monotonic() - started:.0f} s): {len(rows)} layers timed here "
+             f"(of {len(picked)} drawn), {calibration.describe()}. Relative error of each layer's predicted time "
+             "against its time here.", "",
+             "| part | layers | calibrated: median | 90th percentile | uncalibrated: median | 90th percentile |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for part in ("forward", "train"):
+        for label, at_least in (("all", 0.0), ("predicted >= 0.5 ms", 0.5)):
+            calibrated, unscaled = errors(rows, calibration, part, at_least)
+            lines.append(f"| {part}, {label} | {len(calibrated)} | {100 * np.median(calibrated):.1f}% | "
+                         f"{100 * np.quantile(calibrated, 0.9):.1f}% | {100 * np.median(unscaled):.1f}% | "
+                         f"{100 * np.quantile(unscaled, 0.9):.1f}% |")
+    write_report(args.out, "\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -3,8 +3,9 @@ indices that neither the CPU set (0..1,999) nor the calibration's reference laye
 here with the same harness, against the measured host's predictions scaled by this CPU's calibration and
 unscaled.
 
-Run:  .venv/bin/python bench/calibration_heldout.py [--per-kind 12] [--out FILE]   (about a minute)
-Needs this CPU's calibration (`prenet calibrate`); writes bench/results/calibration_heldout.md.
+Run:  .venv/bin/python bench/calibration_heldout.py [--per-kind 12] [--calibrations FILE ...] [--out FILE]
+(about a minute). Judges this CPU's calibration (`prenet calibrate`), or each calibration file given, on the same
+timed layers; writes bench/results/calibration_heldout.md.
 """
 import argparse
 import random
@@ -61,12 +62,16 @@ def errors(rows, calibration, part, at_least_ms=0.0):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--per-kind", type=int, default=12, help="layers drawn per native kind")
+    parser.add_argument("--calibrations", nargs="*", type=Path, help="calibration files to judge (default: this "
+                        "CPU's)")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "results" /
                         "calibration_heldout.md")
     args = parser.parse_args(argv)
-    calibration = host_calibration.load()
-    if calibration is None:
-        parser.exit(2, "calibration_heldout: no calibration for this CPU; run `prenet calibrate` first\n")
+    paths = args.calibrations or [host_calibration.calibration_path()]
+    missing = [str(path) for path in paths if not path.is_file()]
+    if missing:
+        parser.exit(2, f"calibration_heldout: no calibration at {', '.join(missing)}; run `prenet calibrate` first\n")
+    calibrations = [(path, host_calibration.load(path)) for path in paths]
     started = time.monotonic()
     rng = random.Random(0)
     picked = [(native, c) for native, cands in sorted(candidates().items())
@@ -81,20 +86,24 @@ def main(argv=None):
                              "train_ms": result["train_step_ms"]})
     finally:
         harness.stop()
+    command = " ".join(["bench/calibration_heldout.py", f"--per-kind {args.per_kind}"] +
+                       ([f"--calibrations {' '.join(map(str, paths))}"] if args.calibrations else []))
     lines = ["# The host calibration on layers it was not fitted on", "",
-             f"`.venv/bin/python bench/calibration_heldout.py --per-kind {args.per_kind}` "
-             f"({time.strftime('%Y-%m-%d')}, {time.monotonic() - started:.0f} s): {len(rows)} layers timed here "
-             f"(of {len(picked)} drawn), {calibration.describe()}. Relative error of each layer's predicted time "
-             "against its time here.", "",
-             "| part | layers | calibrated: median | 90th percentile | uncalibrated: median | 90th percentile |",
-             "| --- | --- | --- | --- | --- | --- |"]
-    for part in ("forward", "train"):
-        for label, at_least in (("all", 0.0), ("predicted >= 0.5 ms", 0.5)):
-            calibrated, unscaled = errors(rows, calibration, part, at_least)
-            lines.append(f"| {part}, {label} | {len(calibrated)} | {100 * np.median(calibrated):.1f}% | "
-                         f"{100 * np.quantile(calibrated, 0.9):.1f}% | {100 * np.median(unscaled):.1f}% | "
-                         f"{100 * np.quantile(unscaled, 0.9):.1f}% |")
-    write_report(args.out, "\n".join(lines) + "\n")
+             f"`.venv/bin/python {command}` ({time.strftime('%Y-%m-%d')}, {time.monotonic() - started:.0f} s): "
+             f"{len(rows)} layers timed here (of {len(picked)} drawn). Relative error of each layer's predicted "
+             "time against its time here.", ""]
+    for path, calibration in calibrations:
+        lines += [f"`{path}`: {calibration.describe()}.", "",
+                  "| part | layers | calibrated: median | 90th percentile | uncalibrated: median | 90th percentile |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for part in ("forward", "train"):
+            for label, at_least in (("all", 0.0), ("predicted >= 0.5 ms", 0.5)):
+                calibrated, unscaled = errors(rows, calibration, part, at_least)
+                lines.append(f"| {part}, {label} | {len(calibrated)} | {100 * np.median(calibrated):.1f}% | "
+                             f"{100 * np.quantile(calibrated, 0.9):.1f}% | {100 * np.median(unscaled):.1f}% | "
+                             f"{100 * np.quantile(unscaled, 0.9):.1f}% |")
+        lines.append("")
+    write_report(args.out, "\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -15,33 +15,11 @@ from pathlib import Path
 import numpy as np
 
 from prenet import host_calibration
-from prenet.catalog import host_catalog
 from prenet.collect import Harness
-from prenet.predictors import PACKAGED_HOST_BUNDLE, load_bundle
-from prenet.sampling import SAMPLERS, sample_config
 from report import write_report
 
 FIRST_INDEX = 300_000  # beyond the reference layers' CANDIDATES x 5 from 100,000
 CANDIDATES = 200  # per harness kind (x 5 for the activations, one kind per op)
-
-
-def candidates():
-    """{native kind: [(harness kind, configuration, native configuration, predicted forward ms, train ms)]} of
-    the candidates predicted at most the calibration's MAX_TRAIN_MS."""
-    bundle, catalog = load_bundle(str(PACKAGED_HOST_BUNDLE)), host_catalog()
-    host = catalog.rows()[0]["name"]
-    by_kind = {}
-    for kind in SAMPLERS:
-        for index in range(FIRST_INDEX, FIRST_INDEX + CANDIDATES * (5 if kind == "activation" else 1)):
-            config = sample_config(kind, index)
-            if kind == "linear":
-                config["activation"] = "none"
-            native, native_config = host_calibration._native_layer(kind, config)
-            t = bundle.estimate(native, [native_config], catalog, host, config["optimizer"], "fp32", 0.0)[0]
-            train = t["forward_ms"] + t["backward_ms"] + t["optimizer_ms"]
-            if train <= host_calibration.MAX_TRAIN_MS:
-                by_kind.setdefault(native, []).append((kind, config, native_config, t["forward_ms"], train))
-    return by_kind
 
 
 def errors(rows, calibration, part, at_least_ms=0.0):
@@ -74,16 +52,16 @@ def main(argv=None):
     calibrations = [(path, host_calibration.load(path)) for path in paths]
     started = time.monotonic()
     rng = random.Random(0)
-    picked = [(native, c) for native, cands in sorted(candidates().items())
-              for c in rng.sample(cands, min(args.per_kind, len(cands)))]
+    picked = [layer for _, layers in sorted(host_calibration.candidate_layers(FIRST_INDEX, CANDIDATES).items())
+              for layer in rng.sample(layers, min(args.per_kind, len(layers)))]
     harness, rows = Harness("cpu", threads=1), []
     try:
-        for i, (native, (kind, config, native_config, forward, train)) in enumerate(picked):
+        for i, (kind, config, native, native_config, predicted) in enumerate(picked):
             result = harness.time(i, kind, config, host_calibration.HARNESS_TIMEOUT_S)
             if result["status"] == "ok":
-                rows.append({"kind": native, "native_config": native_config, "predicted_forward_ms": forward,
-                             "predicted_train_ms": train, "forward_ms": result["forward_ms"],
-                             "train_ms": result["train_step_ms"]})
+                rows.append({"kind": native, "native_config": native_config,
+                             "predicted_forward_ms": predicted["forward"], "predicted_train_ms": predicted["train"],
+                             "forward_ms": result["forward_ms"], "train_ms": result["train_step_ms"]})
     finally:
         harness.stop()
     command = " ".join(["bench/calibration_heldout.py", f"--per-kind {args.per_kind}"] +

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from . import training
+from .atomic_file import write_json
 from .paper_tables import PAPER_RMSE, PAPER_SELECTION
 
 # The paper's ablation and ours (the reproduction's columns); "efficiency" is chosen for transfer to unseen GPUs.
@@ -178,9 +179,7 @@ class FitProgress:
             "chosen": [result_record(best) for *_, best in fitted],
             "records": [result_record(r) for _, _, results, _ in fitted for r in results],
             "sections": [tables_markdown(k, mode, results, best) for k, mode, results, best in fitted]}
-        partial = self.path.with_suffix(".partial")
-        partial.write_text(json.dumps(self.state))
-        partial.replace(self.path)  # whole or not at all
+        write_json(self.path, self.state)
 
     def gathered(self, kinds, key):
         return [item for kind in kinds if kind in self.done for item in self.done[kind][key]]

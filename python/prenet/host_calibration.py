@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from ._native import core
+from .atomic_file import write_json
 
 FORMAT = "prenet-host-calibration"
 VERSION = 1
@@ -66,20 +67,22 @@ def _native_layer(kind, config):
     return native, {key: value for key, value in config.items() if key in keys}
 
 
-def reference_layers():
-    """[(harness kind, harness configuration, native kind, native configuration, predicted {forward, train} ms on
-    the measured host)]: per native kind, up to PER_KIND of the candidates predicted at most MAX_TRAIN_MS, half
-    evenly spaced in the order of their predicted step, half in the order of their arithmetic intensity (one that
-    both pick counts once); ordered by predicted step."""
+def candidate_layers(first_index=None, count=None):
+    """{native kind: [(harness kind, harness configuration, native kind, native configuration, predicted {forward,
+    train} ms on the measured host)]} of the sampler's configurations at `count` (default CANDIDATES) indices per
+    harness kind (5 times as many activations, one kind per op) from `first_index` (default FIRST_INDEX), those
+    predicted at most MAX_TRAIN_MS a step."""
     from .catalog import host_catalog
     from .predictors import PACKAGED_HOST_BUNDLE, load_bundle
     from .sampling import SAMPLERS, sample_config
 
+    first_index = FIRST_INDEX if first_index is None else first_index
+    count = CANDIDATES if count is None else count
     bundle, catalog = load_bundle(str(PACKAGED_HOST_BUNDLE)), host_catalog()
     host = catalog.rows()[0]["name"]
     by_kind = {}
     for kind in SAMPLERS:
-        for index in range(FIRST_INDEX, FIRST_INDEX + CANDIDATES * (5 if kind == "activation" else 1)):
+        for index in range(first_index, first_index + count * (5 if kind == "activation" else 1)):
             config = sample_config(kind, index)
             if kind == "linear":
                 config["activation"] = "none"
@@ -89,6 +92,15 @@ def reference_layers():
             if train <= MAX_TRAIN_MS:
                 by_kind.setdefault(native, []).append(
                     (kind, config, native, native_config, {"forward": t["forward_ms"], "train": train}))
+    return by_kind
+
+
+def reference_layers():
+    """[(harness kind, harness configuration, native kind, native configuration, predicted {forward, train} ms on
+    the measured host)]: per native kind, up to PER_KIND of candidate_layers(), half evenly spaced in the order
+    of their predicted step, half in the order of their arithmetic intensity (one that both pick counts once);
+    ordered by predicted step."""
+    by_kind = candidate_layers()
     chosen = []
     for candidates in by_kind.values():
         picked = set()
@@ -144,22 +156,15 @@ def calibrate(path=None, progress=True):
                        "status": result["status"], "error": result.get("error", ""),
                        "forward_ms": result.get("forward_ms"), "train_ms": result.get("train_step_ms")}
                 record["layers"].append(row)
-                _write(path, record)
+                write_json(path, record, indent=1)
                 bar.update(1)
         finally:
             bar.close()
             harness.stop()
     record["host_costs"] = host_cost.measure()
     record["date"] = time.strftime("%Y-%m-%d")
-    _write(path, record)
+    write_json(path, record, indent=1)
     return path
-
-
-def _write(path, record):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(record, indent=1) + "\n")
-    partial.replace(path)  # whole or not at all, also when interrupted
 
 
 def _read(path):

@@ -11,6 +11,10 @@ constexpr double kForwardPerElement = 8.0;
 constexpr double kBackwardPerElement = 13.0;
 // Per channel: rstd (2) and the running mean and variance updates (2 x 3).
 constexpr double kPerChannel = 8.0;
+// Element passes. Forward: the statistics need a pass of their own: read X for the statistics, read X again
+// and write Y. Backward: the reduction pass reads dY and X; the gradient pass reads both again and writes dX.
+constexpr double kForwardPasses = 3.0;
+constexpr double kBackwardPasses = 5.0;
 
 LayerCost batchnorm2d_cost(const LayerConfig& c, double bytes_per_element) {
     const double channels = c["channels"];
@@ -24,10 +28,8 @@ LayerCost batchnorm2d_cost(const LayerConfig& c, double bytes_per_element) {
     cost.memory_output = elements;       // PreNeT eq. 12
     cost.forward_flops = kForwardPerElement * elements + kPerChannel * channels;
     cost.backward_flops = kBackwardPerElement * elements;
-    // Statistics over the batch need a pass of their own: read X for the statistics, read X again and write Y.
-    cost.forward_bytes = bytes_per_element * (3 * elements + 6 * channels);
-    // Reduction pass reads dY and X; the gradient pass reads both again and writes dX.
-    cost.backward_bytes = bytes_per_element * (5 * elements + 4 * channels);
+    cost.forward_bytes = bytes_per_element * (kForwardPasses * elements + 6 * channels);
+    cost.backward_bytes = bytes_per_element * (kBackwardPasses * elements + 4 * channels);
     return cost;
 }
 
@@ -45,12 +47,13 @@ LayerKind make_batchnorm2d() {
         {"width", 1, kMaxSize, std::nullopt, "input width"},
     };
     kind.cost = batchnorm2d_cost;
-    // Without a predictor of its own: LayerNorm over each (sample, channel) plane, the same elements; the
-    // statistics pass rereads X, so 3 element passes against LayerNorm's 2 (forward_bytes of both).
+    // Without a predictor of its own: LayerNorm over each (sample, channel) plane, the same elements, scaled by
+    // the element passes of each (the statistics pass rereads X).
     kind.forward_kernels = [](const LayerConfig& c) {
         return std::vector<KernelWork>{{"layer_norm", {{"batch", c["batch"]}, {"seq_len", c["channels"]},
                                                        {"normalized_shape", c["height"] * c["width"]},
-                                                       {"elementwise_affine", 0}}, 1.5}};
+                                                       {"elementwise_affine", 0}},
+                                       kForwardPasses / kLayerNormForwardPasses}};
     };
     return kind;
 }

@@ -77,7 +77,7 @@ std::vector<KernelWork> conv2d_backward(const LayerConfig& c) {
                     {"channels_last", c["channels_last"]}}},
     };
     if (c["bias"]) {
-        work.push_back({"add", {{"batch", c["batch"] * c["out_channels"]}, {"features", hout * wout}}, 1.0 / 3});
+        work.push_back({"add", {{"batch", c["batch"] * c["out_channels"]}, {"features", hout * wout}}, kReductionOfAdd});
     }
     return work;
 }
@@ -102,7 +102,8 @@ std::vector<KernelWork> conv2d_tensor_core_kernels(const LayerConfig& c) {
     if (!c["channels_last"]) {
         const std::int64_t transposed = c["batch"] * c["in_channels"] * c["height"] * c["width"] +
                                         c["out_channels"] * taps + c["batch"] * c["out_channels"] * hout * wout;
-        work.push_back({"add", {{"batch", 1}, {"features", transposed}}, 2.0 / 3});
+        work.push_back({"add", {{"batch", 1}, {"features", transposed}},
+                        kUnaryElementPasses / kBinaryElementPasses});
     }
     return work;
 }

@@ -31,6 +31,10 @@ inline constexpr double kIndexBytes = 8.0;
 // a binary one (add) two reads and one write.
 inline constexpr double kUnaryElementPasses = 2.0;
 inline constexpr double kBinaryElementPasses = 3.0;
+// A reduction over one tensor (a bias gradient summing dY) reads each element once: a third of an add's passes.
+inline constexpr double kReductionOfAdd = 1.0 / kBinaryElementPasses;
+// LayerNorm's forward passes over the elements: it reads X and writes Y (cpp/src/kinds/layer_norm.cpp).
+inline constexpr double kLayerNormForwardPasses = 2.0;
 
 }  // namespace prenet::kinds
 

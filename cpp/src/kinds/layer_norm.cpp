@@ -32,7 +32,7 @@ LayerCost layer_norm_cost(const LayerConfig& c, double bytes_per_element) {
     cost.forward_flops = (kNormForwardPerElement + affine * kAffinePerElement) * elements + kNormPerRow * rows;
     cost.backward_flops = (kNormBackwardPerElement + affine * kAffineBackwardPerElement) * elements;
     // Forward reads X and gamma, beta; writes Y and the saved mean and rstd of each row.
-    cost.forward_bytes = bytes_per_element * (2 * elements + 2 * affine * n + 2 * rows);
+    cost.forward_bytes = bytes_per_element * (kLayerNormForwardPasses * elements + 2 * affine * n + 2 * rows);
     // dX kernel reads dY, X, gamma, mean, rstd and writes dX; the affine kernel rereads dY, X, mean, rstd.
     cost.backward_bytes = bytes_per_element * ((3 * elements + affine * n + 2 * rows) +
                                                affine * (2 * elements + 2 * rows + 2 * n));

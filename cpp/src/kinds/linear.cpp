@@ -39,7 +39,7 @@ std::vector<KernelWork> linear_backward(const LayerConfig& c) {
         {"linear", {{"batch", 1}, {"seq_len", c["out_features"]}, {"in_features", rows},
                     {"out_features", c["in_features"]}, {"bias", 0}}},
     };
-    if (c["bias"]) work.push_back({"add", {{"batch", rows}, {"features", c["out_features"]}}, 1.0 / 3});
+    if (c["bias"]) work.push_back({"add", {{"batch", rows}, {"features", c["out_features"]}}, kReductionOfAdd});
     return work;
 }
 

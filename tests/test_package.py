@@ -41,7 +41,8 @@ def test_cli_features_writes_every_column(run_prenet, tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (["features", "torchvision:resnet18", "--gpu", "H1000"], "unknown GPU 'H1000'"),
-    (["features", "torchvision:resnet1000"], "torchvision has no model 'resnet1000'"),
+    (["features", "torchvision:resnet1000"], "torchvision has no model 'resnet1000'; closest: resnet101"),
+    (["predict", "torchvision:get_model"], "torchvision has no model 'get_model'"),  # a helper, not a model
     (["features", "resnet18"], "must look like 'torchvision:resnet50'"),
 ])
 def test_cli_errors_exit_2_with_a_message(run_prenet, args, message):

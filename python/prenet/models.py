@@ -1,5 +1,6 @@
 """Models named on the command line: "torchvision:resnet50", "prenet:bert_base" / "prenet:gpt2" (the
 plain-PyTorch reference models, fed token ids) or "package.module:factory"."""
+import difflib
 import importlib
 
 # Input shape (without batch) that torchvision's classification models expect.
@@ -26,6 +27,14 @@ def _reference(name, input_shape):
     return getattr(reference_models, factory)(), {"example_input": {"input_ids": ids, "labels": targets}}
 
 
+def _torchvision_classifiers(tvm):
+    """Names of torchvision's image classification models: its registry from torchvision 0.14, which also added
+    helpers (get_model, list_models) to the module; before it, the module's lower-case callables."""
+    if hasattr(tvm, "list_models"):
+        return sorted(tvm.list_models(module=tvm))
+    return sorted(n for n in dir(tvm) if n.islower() and not n.startswith("_") and callable(getattr(tvm, n)))
+
+
 def build_model(spec, input_shape=None):
     """(model, keyword arguments of prenet.predict / measure that give its input) for a spec such as
     "torchvision:vgg16"; `input_shape` (without the batch) overrides the model's default input."""
@@ -38,11 +47,12 @@ def build_model(spec, input_shape=None):
     if source == "torchvision":
         import torchvision.models as tvm
 
-        factory = getattr(tvm, name, None)
-        if factory is None or not callable(factory) or name.startswith("_"):
-            known = sorted(n for n in dir(tvm) if n.islower() and not n.startswith("_") and callable(getattr(tvm, n)))
-            raise ValueError(f"torchvision has no model '{name}'; available: {', '.join(known)}")
-        return factory(weights=None), {"input_shape": input_shape or TORCHVISION_INPUT_SHAPE}
+        known = _torchvision_classifiers(tvm)
+        if name not in known:
+            closest = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+            hint = f"closest: {', '.join(closest)}; " if closest else ""
+            raise ValueError(f"torchvision has no model '{name}'; {hint}available: {', '.join(known)}")
+        return getattr(tvm, name)(weights=None), {"input_shape": input_shape or TORCHVISION_INPUT_SHAPE}
     try:
         module = importlib.import_module(source)
     except ImportError as error:

@@ -112,6 +112,35 @@ def test_models_the_meta_device_cannot_run_are_traced_for_real(model, shape):
     assert estimate.layers.set_index("name")["input_shape"].dropna().map(lambda shape: shape[0]).eq(4).all()
 
 
+class NeedsDataWithNorm(nn.Module):
+    """Branches on a value (traced for real) and has BatchNorm statistics and dropout (state a real step changes)."""
+    def __init__(self):
+        super().__init__()
+        self.conv, self.norm, self.drop = nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.Dropout(0.5)
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, x):
+        y = self.drop(self.norm(self.conv(x)))
+        return self.fc((y.relu() if float(y.sum()) > -1e9 else y).mean((2, 3)))
+
+
+def test_a_model_traced_for_real_is_left_as_it_was():
+    model = NeedsDataWithNorm()
+    model(torch.randn(4, 3, 12, 12)).sum().backward()  # the user's gradients, mid-way through their own step
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    gradients = {name: p.grad.clone() for name, p in model.named_parameters()}
+    torch.manual_seed(7)
+    expected_draw = torch.rand(3)
+    torch.manual_seed(7)
+    estimate = prenet.predict(model, batch=8, gpu="V100", input_shape=(3, 12, 12), dataset_size=16)
+    assert estimate.traced == "cpu"
+    assert torch.equal(torch.rand(3), expected_draw), "the random number generator is where it was"
+    for key, value in model.state_dict().items():  # BatchNorm's running statistics and step count included
+        assert torch.equal(value, state[key]), key
+    for name, p in model.named_parameters():
+        assert p.grad is not None and torch.equal(p.grad, gradients[name]), name
+
+
 def test_meta_and_real_traces_give_the_same_estimate():
     model = torchvision.models.resnet18(weights=None)
     make = lambda b, device="cpu": image_batch(b, device)  # noqa: E731

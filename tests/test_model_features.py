@@ -49,6 +49,13 @@ class TinyLanguageModel(torch.nn.Module):
         return self.head(out)
 
 
+def test_each_module_keeps_its_own_mode():
+    model = torchvision.models.resnet18(weights=None).train()
+    model.bn1.eval()  # frozen statistics in a model being fine-tuned
+    prenet.model_features(model, batch=2, input_shape=(3, 32, 32))
+    assert model.training and not model.bn1.training and model.layer1[0].bn1.training
+
+
 def test_sequence_model_kinds_and_shapes():
     model = TinyLanguageModel()
     table = prenet.model_features(model, batch=4, example_input=torch.randint(0, 50, (1, 12)))

@@ -156,6 +156,37 @@ def test_measure_follows_the_protocol_on_the_cpu():
     assert "per epoch" in repr(result)
 
 
+def test_measure_leaves_the_model_as_it_was():
+    model = SmallCnn().eval()
+    model(torch.randn(2, 3, 16, 16)).sum().backward()  # the user's gradients
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    gradients = {name: p.grad.clone() for name, p in model.named_parameters()}
+    weight = model.conv.weight
+    torch.manual_seed(3)
+    expected_draw = torch.rand(2)
+    torch.manual_seed(3)
+    prenet.measure(model, batch=4, input_shape=(3, 16, 16), dataset_size=8, device="cpu", optimizer="adam")
+    assert torch.equal(torch.rand(2), expected_draw), "the random number generator is where it was"
+    assert not model.training and model.conv.weight is weight
+    for key, value in model.state_dict().items():  # weights trained for the epochs, BatchNorm statistics
+        assert torch.equal(value, state[key]), key
+    for name, p in model.named_parameters():
+        assert torch.equal(p.grad, gradients[name]), name
+
+
+def test_model_kept_puts_weights_back_on_their_device_when_the_block_fails():
+    from prenet.model_state import model_kept
+
+    model = nn.Linear(3, 2)
+    before = model.weight.detach().clone()
+    with pytest.raises(RuntimeError, match="stopped"), model_kept(model):
+        model.to(torch.float64)  # in place, as a move to another device is
+        with torch.no_grad():
+            model.weight.add_(1.0)
+        raise RuntimeError("stopped")
+    assert model.weight.dtype == torch.float32 and torch.equal(model.weight, before) and model.weight.grad is None
+
+
 def test_measure_runs_on_the_threads_it_is_given_and_restores_them():
     before = torch.get_num_threads()
     result = prenet.measure(SmallCnn(), batch=4, input_shape=(3, 16, 16), dataset_size=8, device="cpu", threads=1)

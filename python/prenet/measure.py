@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from .estimate import _check, _input_maker, epoch_batches
 from .host_cost import cpu_model
+from .model_state import model_kept
 from .predictors import check_precision
 
 # Precisions as prenet.predict names them (prenet.predictors.PRECISIONS): "fp32" touches nothing (PyTorch's
@@ -117,7 +118,9 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
     """Measures the model's training epoch on `device` ("cuda", "cuda:N" or "cpu") by the protocol. `threads`
     (device "cpu"): the CPU threads it runs on, PyTorch's and the BLAS library's alike (None: as they are);
     prenet.predict(gpu="cpu") predicts one thread, so compare it with threads=1. The environment records the
-    threads of every native thread pool."""
+    threads of every native thread pool. The epochs train the model on random data; afterwards it is as it was
+    (weights and their device, gradients, modes, random number generators; prenet.model_state), at the cost of a
+    copy of its weights in host memory while it runs."""
     import torch
 
     _check(model, batch, dataset_size, optimizer)
@@ -130,7 +133,26 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
                          f"{threads!r} for device {str(device)!r}")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("CUDA is not available on this machine; measure with device='cpu' or on a GPU machine")
-    model = model.to(device).train()
+    cuda_devices = ([device.index if device.index is not None else torch.cuda.current_device()]
+                    if device.type == "cuda" else [])
+    with model_kept(model, cuda_devices):
+        times, env = _timed_epochs(model.to(device).train(), device, batch, input_shape, example_input,
+                                   dataset_size, optimizer, precision, repeats, threads)
+    median = statistics.median(times)
+    sizes = epoch_batches(batch, dataset_size)
+    env.update(precision=precision, optimizer=optimizer, batch=batch, dataset_size=dataset_size,
+               python=platform.python_version())
+    return Measurement(device=env["device_name"], batch=batch, dataset_size=dataset_size, optimizer=optimizer,
+                       precision=precision, epoch_seconds=median, epoch_min_seconds=min(times),
+                       epoch_max_seconds=max(times), step_seconds=median / len(sizes), iterations=len(sizes),
+                       epochs=times, environment=env)
+
+
+def _timed_epochs(model, device, batch, input_shape, example_input, dataset_size, optimizer, precision, repeats,
+                  threads):
+    """(seconds of each timed epoch, environment) of training `model`, already on `device`, by the protocol."""
+    import torch
+
     make_inputs = _input_maker(model, input_shape, example_input)
     data = make_inputs(dataset_size)  # resident on the device, consumed in order
     data = {k: v.to(device) for k, v in data.items()} if isinstance(data, dict) else data.to(device)
@@ -177,10 +199,4 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
             env = _environment(model, device)
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = flags
-    median = statistics.median(times)
-    env.update(precision=precision, optimizer=optimizer, batch=batch, dataset_size=dataset_size,
-               python=platform.python_version())
-    return Measurement(device=env["device_name"], batch=batch, dataset_size=dataset_size, optimizer=optimizer,
-                       precision=precision, epoch_seconds=median, epoch_min_seconds=min(times),
-                       epoch_max_seconds=max(times), step_seconds=median / len(sizes), iterations=len(sizes),
-                       epochs=times, environment=env)
+    return times, env

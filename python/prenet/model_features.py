@@ -197,7 +197,7 @@ def model_features(model, batch=32, gpu="V100", input_shape=None, example_input=
             label = name or type(module).__name__
             handles.append(module.register_forward_pre_hook(mark_start(label)))
             handles.append(module.register_forward_hook(record(label)))
-    was_training = model.training
+    modes = [(module, module.training) for module in model.modules()]  # each its own (a frozen BatchNorm)
     try:
         # Eval mode keeps batch statistics and dropout out of the walk; gradients stay enabled because
         # torch's fused inference fast paths (TransformerEncoderLayer, MultiheadAttention) would skip submodules.
@@ -213,7 +213,8 @@ def model_features(model, batch=32, gpu="V100", input_shape=None, example_input=
             where = started[-1] if started else "before any module"
             raise ValueError(f"the model rejected the input (failed in module '{where}'): {error}") from error
     finally:
-        model.train(was_training)
+        for module, training in modes:
+            module.training = training
         for handle in handles:
             handle.remove()
 

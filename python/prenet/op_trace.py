@@ -8,7 +8,8 @@ kernel, a branch on a tensor's value, a tensor made on the CPU in its forward) i
 two small batches (2 and 3): the shapes at the requested batch are extrapolated per dimension (a dimension that
 grows by d from batch 2 to 3 grows by d per sample), so no real compute is paid at the requested batch. Should the
 two small traces differ in their operations (control flow that depends on the batch), the step is traced at the
-requested batch instead.
+requested batch instead. Either way the model is left as it was: its weights, gradients, buffers (BatchNorm's
+running statistics) and the random number generator.
 """
 from dataclasses import dataclass, field
 
@@ -177,7 +178,8 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
     a cross-entropy costs about as much) and backward, on `inputs` as given; `autocast`: forward and loss under
     CUDA autocast's casting rules (prenet.autocast_policy), the backward pass in the dtypes they leave; `meta`: on
     meta twins of the weights and of `inputs` (prenet.meta_model), leaving the model's own tensors untouched;
-    `direct_mode`: on torch 1.13, record without its Python mode stack (_direct_mode_setter)."""
+    `direct_mode`: on torch 1.13, record without its Python mode stack (_direct_mode_setter). Traced for real,
+    the step starts and ends with no gradients (trace_batches puts the model's own back, prenet.model_state)."""
     import contextlib
 
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
@@ -275,6 +277,8 @@ def trace_batches(model, make_inputs, sizes, autocast=False):
     where the model runs there; else for real at TRACE_BATCHES, extrapolated (at_batch)."""
     import torch
 
+    from .model_state import model_kept
+
     # A recurrent layer runs another algorithm on meta tensors (inputs projected step by step) than on the CPU and
     # in cuDNN (the inputs of all steps projected in one product): traced for real.
     recurrent = any(isinstance(module, torch.nn.RNNBase) for module in model.modules())
@@ -288,5 +292,7 @@ def trace_batches(model, make_inputs, sizes, autocast=False):
     def real_inputs(b):
         return make_inputs(b, "cpu")
 
-    traces = trace_small(model, real_inputs, autocast)
-    return {size: at_batch(traces, size, model, real_inputs, autocast) for size in sizes}, "cpu"
+    with model_kept(model):
+        traces = trace_small(model, real_inputs, autocast)
+        return {size: at_batch(traces, size, model, real_inputs, autocast) for size in sizes}, "cpu"
+

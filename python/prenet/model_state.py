@@ -1,0 +1,35 @@
+"""A user's model left as it was after prenet ran real training steps on it: prenet.measure trains it for the
+epochs it times (moving it to the device, updating its weights), and a model the meta device cannot run is traced
+with real steps (prenet.op_trace), which update BatchNorm statistics, set gradients and draw random numbers.
+"""
+import contextlib
+import itertools
+
+
+def _saved(tensor):
+    """(the tensor, a copy of its values on the CPU, its device), or None for a missing gradient."""
+    return None if tensor is None else (tensor, tensor.detach().to("cpu", copy=True), tensor.device)
+
+
+@contextlib.contextmanager
+def model_kept(model, cuda_devices=()):
+    """Within the block, training steps may run on `model`, on another device. Afterwards, also when the block
+    fails: every parameter and buffer has its values and device back (the same tensor objects, so an optimizer of
+    the caller's still holds them), every parameter its gradient (or none), every module its training mode, and
+    the random number generators (the CPU's and those of the CUDA device indices `cuda_devices`) their states."""
+    import torch
+
+    tensors = [_saved(t) for t in itertools.chain(model.parameters(), model.buffers())]
+    gradients = [(p, _saved(p.grad)) for p in model.parameters()]
+    modes = [(module, module.training) for module in model.modules()]
+    with torch.random.fork_rng(devices=list(cuda_devices)):
+        try:
+            yield model
+        finally:
+            with torch.no_grad():
+                for tensor, values, device in tensors:
+                    tensor.data = values.to(device)
+            for parameter, gradient in gradients:
+                parameter.grad = None if gradient is None else gradient[1].to(gradient[2])
+            for module, training in modes:
+                module.training = training

@@ -141,6 +141,16 @@ def test_a_model_traced_for_real_is_left_as_it_was():
         assert p.grad is not None and torch.equal(p.grad, gradients[name]), name
 
 
+def test_a_model_built_on_the_meta_device_is_predicted_without_its_weights():
+    model = torchvision.models.resnet18(weights=None).to("meta")  # as a model too large to materialise is built
+    real = prenet.predict(torchvision.models.resnet18(weights=None), batch=4, gpu="T4", input_shape=(3, 32, 32),
+                          dataset_size=8)
+    estimate = prenet.predict(model, batch=4, gpu="T4", input_shape=(3, 32, 32), dataset_size=8)
+    assert estimate.traced == "meta" and estimate.step_seconds == pytest.approx(real.step_seconds)
+    with pytest.raises(ValueError, match="on the meta device, but it must be traced with real data .*recurrent"):
+        prenet.predict(Recurrent().to("meta"), batch=4, gpu="T4", input_shape=(5, 6), dataset_size=8)
+
+
 def test_meta_and_real_traces_give_the_same_estimate():
     model = torchvision.models.resnet18(weights=None)
     make = lambda b, device="cpu": image_batch(b, device)  # noqa: E731

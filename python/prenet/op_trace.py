@@ -11,6 +11,7 @@ two small traces differ in their operations (control flow that depends on the ba
 requested batch instead. Either way the model is left as it was: its weights, gradients, buffers (BatchNorm's
 running statistics) and the random number generator.
 """
+import itertools
 from dataclasses import dataclass, field
 
 # Stands in `Op.arguments` for a positional tensor argument (its shape is in `Op.inputs`).
@@ -274,7 +275,8 @@ def at_batch(traces, batch, model=None, make_inputs=None, autocast=False):
 def trace_batches(model, make_inputs, sizes, autocast=False):
     """({size: ops of a training step at that batch size}, how it was traced: "meta" or "cpu"), for the batch
     sizes `sizes`; `make_inputs(b, device)` builds inputs of b samples on a device. On meta tensors at each size
-    where the model runs there; else for real at TRACE_BATCHES, extrapolated (at_batch)."""
+    where the model runs there; else for real at TRACE_BATCHES on the CPU, extrapolated (at_batch), the model
+    put back on its device and as it was after (prenet.model_state)."""
     import torch
 
     from .model_state import model_kept
@@ -292,7 +294,12 @@ def trace_batches(model, make_inputs, sizes, autocast=False):
     def real_inputs(b):
         return make_inputs(b, "cpu")
 
+    if any(t.is_meta for t in itertools.chain(model.parameters(), model.buffers())):
+        raise ValueError("the model's weights are on the meta device, but it must be traced with real data "
+                         f"({'it has recurrent layers' if recurrent else 'the meta device cannot run it'}); "
+                         "build it on the CPU")
     with model_kept(model):
+        model.cpu()  # traced on the CPU, where the model is put back from (model_kept)
         traces = trace_small(model, real_inputs, autocast)
         return {size: at_batch(traces, size, model, real_inputs, autocast) for size in sizes}, "cpu"
 

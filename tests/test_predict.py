@@ -102,8 +102,30 @@ def test_fp32_convolutions_use_tf32_tensor_cores_where_pytorch_does():
     conv = dict(batch=32, in_channels=64, out_channels=64, kernel_size=3, padding=1, height=56, width=56)
     assert prenet.predict_layer("conv2d", gpu="A100", **conv) < prenet.predict_layer(
         "conv2d", gpu="A100", precision="fp32_strict", **conv)
-    with pytest.raises(ValueError, match="unknown precision 'tf32'; known: fp32, fp32_strict, bf16, fp16"):
-        prenet.layer_time("conv2d", gpu="A100", precision="tf32", **conv)
+    with pytest.raises(ValueError, match="unknown precision 'int8'; known: fp32, fp32_strict, tf32, bf16, fp16"):
+        prenet.layer_time("conv2d", gpu="A100", precision="int8", **conv)
+
+
+def test_tf32_puts_matmuls_on_tensor_cores_where_the_gpu_has_them():
+    model = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 1024))
+    kwargs = dict(batch=256, input_shape=(128, 1024), dataset_size=256)
+
+    def parts(gpu, precision):
+        layers = prenet.predict(model, gpu=gpu, precision=precision, **kwargs).layers.set_index("name")
+        # the products' forward and backward milliseconds (backward ones: dX and dW), and the GELU's
+        return layers.loc[["0", "2"], ["forward_ms", "backward_ms"]].sum().to_numpy(), layers.loc["1", "forward_ms"]
+
+    for gpu in ("A100", "H100"):
+        (fp32, gelu), (tf32, gelu_tf32) = parts(gpu, "fp32"), parts(gpu, "tf32")
+        assert (tf32 < 0.5 * fp32).all(), gpu      # compute-bound products at 8x the rate
+        assert gelu_tf32 == gelu                    # not a matmul
+    (v100, _), (v100_tf32, _) = parts("V100", "fp32"), parts("V100", "tf32")
+    assert (v100 == v100_tf32).all()               # no TF32 there: the flag changes nothing
+    linear = dict(batch=256, seq_len=128, in_features=1024, out_features=4096)
+    assert prenet.predict_layer("linear", gpu="A100", precision="tf32", **linear) < 0.5 * prenet.predict_layer(
+        "linear", gpu="A100", **linear)
+    with pytest.raises(ValueError, match="'tf32' is predicted for GPUs only"):
+        prenet.predict(model, gpu="cpu", precision="tf32", **kwargs)
 
 
 @pytest.mark.parametrize("kwargs, error, message", [
@@ -111,7 +133,7 @@ def test_fp32_convolutions_use_tf32_tensor_cores_where_pytorch_does():
     (dict(batch=0), ValueError, "batch must be an integer >= 1"),
     (dict(dataset_size=-3), ValueError, "dataset_size must be an integer >= 1"),
     (dict(optimizer="lion"), ValueError, "unknown optimizer 'lion'; known: sgd"),
-    (dict(precision="fp8"), ValueError, "unknown precision 'fp8'; known: fp32, fp32_strict, bf16, fp16"),
+    (dict(precision="fp8"), ValueError, "unknown precision 'fp8'; known: fp32, fp32_strict, tf32, bf16, fp16"),
     (dict(precision="bf16", gpu="V100"), ValueError, "no bf16 rate in the catalog .*use fp16 or fp32"),
     (dict(precision="bf16", gpu="cpu"), ValueError, "'bf16' is predicted for GPUs only"),
     (dict(input_shape=(3, 20, 20)), ValueError, "failed in module 'fc'"),

@@ -68,7 +68,8 @@ void bind_predictor(py::module_& m) {
              py::arg("precision") = "fp32", py::arg("issue_gap_ms") = 0.0,
              "Forward, backward and optimizer milliseconds per configuration, with how each was obtained "
              "(predicted, kernels, roofline); precision: fp32 (PyTorch's defaults: cuDNN convolutions on TF32 "
-             "tensor cores where the GPU has them), fp32_strict, bf16 or fp16 (kernels on 2-byte tensors); "
+             "tensor cores where the GPU has them), fp32_strict, tf32 (matmuls on TF32 tensor cores too), bf16 or fp16 "
+             "(kernels on 2-byte tensors); "
              "issue_gap_ms: host time in every learned latency, taken off each kernel (device time only)")
         .def("update_ms",
              [](const prenet::PredictorBundle& b, const std::vector<double>& elements, const prenet::GpuCatalog& catalog,

@@ -16,8 +16,8 @@ struct PrecisionName {
 };
 
 constexpr PrecisionName kPrecisions[] = {
-    {Precision::fp32, "fp32"}, {Precision::fp32_strict, "fp32_strict"}, {Precision::bf16, "bf16"},
-    {Precision::fp16, "fp16"}};
+    {Precision::fp32, "fp32"}, {Precision::fp32_strict, "fp32_strict"}, {Precision::tf32, "tf32"},
+    {Precision::bf16, "bf16"}, {Precision::fp16, "fp16"}};
 
 // Parameters that a memory-bound kind's traffic grows in proportion to, whatever the others are.
 const std::set<std::string> kTrafficSizes = {"batch", "seq_len", "channels", "features", "normalized_shape"};
@@ -46,9 +46,10 @@ double element_bytes(Precision precision) { return two_byte(precision) ? 2.0 : k
 
 double matrix_tflops(const LayerKind& kind, const GpuSpec& gpu, Precision precision) {
     if (kind.tensor_cores == TensorCores::none || precision == Precision::fp32_strict) return gpu.fp32_tflops;
-    if (precision == Precision::fp32) {
-        const bool tf32 = kind.tensor_cores == TensorCores::convolution && gpu.tf32_tflops &&
-                          *gpu.tf32_tflops > gpu.fp32_tflops;
+    if (precision == Precision::fp32 || precision == Precision::tf32) {
+        // TF32 where the GPU has it: for convolutions by PyTorch's default, for matmuls too under tf32
+        const bool tf32 = (kind.tensor_cores == TensorCores::convolution || precision == Precision::tf32) &&
+                          gpu.tf32_tflops && *gpu.tf32_tflops > gpu.fp32_tflops;
         return tf32 ? *gpu.tf32_tflops : gpu.fp32_tflops;
     }
     const auto& rate = precision == Precision::bf16 ? gpu.bf16_tflops : gpu.fp16_tflops;

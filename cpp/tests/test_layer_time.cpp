@@ -323,8 +323,44 @@ TEST_F(EstimatorTest, TwoBytePrecisionsUseTheMatrixRateAndHalveTheTraffic) {
         EXPECT_NE(std::string(e.what()).find("no bf16 rate"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find("use fp16 or fp32"), std::string::npos) << e.what();
     }
-    EXPECT_THROW(prenet::parse_precision("tf32"), std::invalid_argument);
+    EXPECT_THROW(prenet::parse_precision("fp8"), std::invalid_argument);
     EXPECT_EQ(prenet::parse_precision("fp16"), Precision::fp16);
+}
+
+TEST_F(EstimatorTest, Tf32MovesMatmulsToTheTf32RateOnFourByteTensors) {
+    using prenet::Precision;
+    const auto bundle = prenet::PredictorBundle::load(folder_.string());
+    prenet::GpuSpec ampere = gpu_;
+    ampere.tf32_tflops = 80;  // 8x the fp32 rate
+    const auto linear = find_layer_kind("linear").configure(
+        {{"batch", 64}, {"seq_len", 128}, {"in_features", 1024}, {"out_features", 1024}});
+    const auto conv = find_layer_kind("conv2d").configure({{"batch", 32}, {"in_channels", 256}, {"out_channels", 256},
+                                                           {"kernel_size", 3}, {"padding", 1}, {"height", 28},
+                                                           {"width", 28}});
+    // Matrix kind: roofline at 80 TFLOPS over the fp32 roofline, the same 4-byte operands.
+    const auto cost = linear.kind().cost(linear, 4);
+    const double memory = 1e3 * cost.forward_bytes / 100e9;
+    const double expected = std::max(1e3 * cost.forward_flops / 80e12, memory) /
+                            std::max(1e3 * cost.forward_flops / 10e12, memory);
+    ASSERT_LT(expected, 1.0);
+    EXPECT_NEAR(prenet::tensor_core_factor(linear, ampere, Precision::tf32), expected, 1e-12);
+    EXPECT_DOUBLE_EQ(prenet::matrix_tflops(linear.kind(), ampere, Precision::tf32), 80);
+    EXPECT_EQ(prenet::narrowed(linear, Precision::tf32).values(), linear.values());
+    const auto fp32 = prenet::estimate_layer_times(bundle, {linear, conv}, ampere, "sgd");
+    const auto tf32 = prenet::estimate_layer_times(bundle, {linear, conv}, ampere, "sgd", Precision::tf32);
+    EXPECT_NEAR(tf32[0].forward_ms, fp32[0].forward_ms * expected, 1e-9 * fp32[0].forward_ms);
+    EXPECT_LT(tf32[0].backward_ms, fp32[0].backward_ms);  // dX and dW are matmuls too
+    EXPECT_DOUBLE_EQ(tf32[0].optimizer_ms, fp32[0].optimizer_ms);
+    // Convolutions are on TF32 already by PyTorch's default: unchanged.
+    EXPECT_DOUBLE_EQ(tf32[1].forward_ms, fp32[1].forward_ms);
+    EXPECT_DOUBLE_EQ(tf32[1].backward_ms, fp32[1].backward_ms);
+    // A GPU without a TF32 rate runs tf32 as fp32 (the flag changes nothing there).
+    const auto volta_fp32 = prenet::estimate_layer_times(bundle, {linear}, gpu_, "sgd");
+    const auto volta_tf32 = prenet::estimate_layer_times(bundle, {linear}, gpu_, "sgd", Precision::tf32);
+    EXPECT_DOUBLE_EQ(volta_tf32[0].forward_ms, volta_fp32[0].forward_ms);
+    EXPECT_DOUBLE_EQ(volta_tf32[0].backward_ms, volta_fp32[0].backward_ms);
+    EXPECT_EQ(prenet::parse_precision("tf32"), Precision::tf32);
+    EXPECT_STREQ(prenet::to_string(Precision::tf32), "tf32");
 }
 
 TEST_F(EstimatorTest, MaxPoolingsIndicesKeepTheirWidthUnderATwoBytePrecision) {

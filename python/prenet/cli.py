@@ -182,7 +182,8 @@ def _training_run_arguments(command):
                          help="sgd (momentum 0.9), sgd_plain, adam, adamw, rmsprop, adagrad")
     command.add_argument("--precision", default="fp32",
                          help="fp32 (PyTorch's defaults: cuDNN convolutions in TF32 where the GPU has it), "
-                              "fp32_strict (no TF32), bf16 or fp16 (autocast around forward and loss)")
+                              "fp32_strict (no TF32), tf32 (matmuls in TF32 too), bf16 or fp16 (autocast around "
+                              "forward and loss)")
     command.add_argument("--channels-last", action="store_true",
                          help="convert the model to channels_last (NHWC) memory format, as "
                               "model.to(memory_format=torch.channels_last) does: its convolutions then need no "

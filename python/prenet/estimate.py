@@ -155,10 +155,10 @@ def _check(model, batch, dataset_size, optimizer, precision=None):
 
 def _op_precision(work, precision):
     """The precision an op's kernels run in within a step of `precision`: the step's mixed type for ops on 2-byte
-    tensors, PyTorch's fp32 rules (or strict fp32) for the rest."""
+    tensors, for the rest PyTorch's fp32 rules as the step sets them (its defaults, strict fp32, or TF32 matmuls)."""
     if work.narrow and precision in MIXED_PRECISIONS:
         return precision
-    return "fp32_strict" if precision == "fp32_strict" else "fp32"
+    return precision if precision in ("fp32_strict", "tf32") else "fp32"
 
 
 def _device_times(ops, native, catalog, device, optimizer, precision, gap_ms=lambda kind: 0.0):

@@ -19,8 +19,9 @@ from .model_state import model_kept
 from .predictors import check_precision
 
 # Precisions as prenet.predict names them (prenet.predictors.PRECISIONS): "fp32" touches nothing (PyTorch's
-# defaults), "fp32_strict" turns TF32 off for cuDNN and matmuls, "bf16" / "fp16" autocast forward and loss (fp16
-# with a GradScaler).
+# defaults), "fp32_strict" turns TF32 off for cuDNN and matmuls, "tf32" turns it on for both, "bf16" / "fp16"
+# autocast forward and loss (fp16 with a GradScaler).
+TF32_FLAGS = {"fp32_strict": False, "tf32": True}  # cuDNN's and matmuls' allow_tf32 set for the epochs
 
 
 @dataclass
@@ -184,8 +185,8 @@ def _timed_epochs(model, device, batch, input_shape, example_input, dataset_size
                 opt.step()
 
     flags = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
-    if precision == "fp32_strict":
-        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    if precision in TF32_FLAGS:
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = TF32_FLAGS[precision]
     try:
         with _cpu_threads(threads):
             epoch()  # warm-up

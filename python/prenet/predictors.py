@@ -73,10 +73,14 @@ def this_host_calibration(host):
 
 
 # "fp32": PyTorch's defaults (cuDNN convolutions on TF32 tensor cores where the GPU has them, matmuls in full
-# fp32); "fp32_strict": TF32 off everywhere (torch.backends.cudnn.allow_tf32 = False); "bf16", "fp16": automatic
-# mixed precision (torch.autocast around forward and loss; prenet.autocast_policy decides each op's dtype).
-PRECISIONS = ("fp32", "fp32_strict", "bf16", "fp16")
+# fp32); "fp32_strict": TF32 off everywhere (torch.backends.cudnn.allow_tf32 = False); "tf32": TF32 for matmuls
+# too (torch.backends.cuda.matmul.allow_tf32 = True, as torch.set_float32_matmul_precision("high") sets it);
+# "bf16", "fp16": automatic mixed precision (torch.autocast around forward and loss; prenet.autocast_policy decides
+# each op's dtype).
+PRECISIONS = ("fp32", "fp32_strict", "tf32", "bf16", "fp16")
 MIXED_PRECISIONS = ("bf16", "fp16")
+# Precisions that name GPU arithmetic (tensor cores, autocast's CUDA rules), not predicted for the host CPU.
+GPU_PRECISIONS = ("tf32",) + MIXED_PRECISIONS
 
 
 class UnsupportedPrecision(ValueError):
@@ -92,7 +96,7 @@ def check_precision(precision, gpu=None):
     if gpu is None:
         return
     catalog, name = device_catalog(gpu)
-    if precision in MIXED_PRECISIONS and catalog is host_catalog():
+    if precision in GPU_PRECISIONS and catalog is host_catalog():
         raise ValueError(f"precision {precision!r} is predicted for GPUs only (the host CPU's predictors were "
                          "measured in fp32); use fp32 or fp32_strict for the CPU")
     try:
@@ -119,7 +123,8 @@ def predict_layer(kind, gpu="V100", mode="forward", optimizer="sgd", precision="
     """Predicted milliseconds of one layer: `mode` "forward" or "train" (forward, backward, optimizer step), with
     the kinds and keys of prenet.layer_features; `gpu` a catalog name or "cpu". A bundle with a predictor of the
     whole step serves "train" directly; otherwise the parts of layer_time are summed. `precision`: "fp32"
-    (PyTorch's defaults), "fp32_strict" (no TF32), "bf16" or "fp16" (the layer on 2-byte tensors, GPUs only). Unknown kinds, keys, devices, modes, optimizers or
+    (PyTorch's defaults), "fp32_strict" (no TF32), "tf32" (matmuls on TF32 tensor cores too, GPUs only), "bf16" or
+    "fp16" (the layer on 2-byte tensors, GPUs only). Unknown kinds, keys, devices, modes, optimizers or
     precisions raise ValueError."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")

@@ -12,9 +12,12 @@ namespace prenet {
 // fp32:        PyTorch's defaults: cuDNN convolutions on TF32 tensor cores where the GPU has them, matmuls in full
 //              fp32 (torch.backends.cudnn.allow_tf32 = True, torch.backends.cuda.matmul.allow_tf32 = False).
 // fp32_strict: no TF32 anywhere.
+// tf32:        TF32 for matmuls too (torch.backends.cuda.matmul.allow_tf32 = True, as
+//              torch.set_float32_matmul_precision("high") sets it): every matrix kind at the TF32 rate where the GPU
+//              has one, on 4-byte tensors.
 // bf16, fp16:  kernels on 2-byte tensors (as autocast runs them): matrix kinds at the catalog's bf16/fp16 rate,
 //              memory-bound kinds moving half the bytes.
-enum class Precision { fp32, fp32_strict, bf16, fp16 };
+enum class Precision { fp32, fp32_strict, tf32, bf16, fp16 };
 
 // Throws std::invalid_argument naming the accepted names.
 Precision parse_precision(std::string_view name);

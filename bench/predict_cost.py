@@ -11,6 +11,7 @@ import torch
 import torchvision
 
 import prenet
+from prenet import estimate
 from report import write_report
 
 REPEATS = 15
@@ -43,17 +44,27 @@ def main():
         def predict():
             return prenet.predict(model, batch=32, gpu=gpu, input_shape=(3, 224, 224), dataset_size=1024)
 
+        def trace():  # the model's operators, what predict does before costing them on the GPU
+            return estimate.trace_steps(model, 32, 1024, (3, 224, 224))
+
+        traced = trace()
         forward_s, predict_s = median_seconds(forward), median_seconds(predict)
-        rows.append(f"| {name} | {gpu} | {predict().traced} | {1e3 * forward_s:.1f} | {1e3 * predict_s:.1f} | "
-                    f"{predict_s / forward_s:.2f} |")
+        trace_s = median_seconds(trace)
+        cost_s = median_seconds(lambda: estimate.estimate_traced(traced, model, 32, gpu, 1024))
+        operators = len(next(iter(traced[0].values())))
+        rows.append(f"| {name} | {gpu} | {predict().traced} | {operators} | {1e3 * forward_s:.1f} | "
+                    f"{1e3 * predict_s:.1f} | {1e3 * trace_s:.1f} | {1e3 * cost_s:.1f} | {predict_s / forward_s:.2f} |")
         print(rows[-1], flush=True)
     text = "\n".join([
         "# What prenet.predict costs against one CPU forward pass at batch 1", "",
         f"`python bench/predict_cost.py` ({time.strftime('%Y-%m-%d')}; torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, {platform.machine()}; median of {REPEATS} after a warm-up). predict: "
         "batch 32, 1,024 samples, fp32, SGD. Target: predict below 0.25 forward passes.", "",
-        "| model | gpu | traced | forward, batch 1 (ms) | predict (ms) | predict / forward |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "Of predict: tracing the step (`estimate.trace_steps`) and costing the traced operators on the GPU "
+        "(`estimate.estimate_traced`), each timed alone.", "",
+        "| model | gpu | traced | operators | forward, batch 1 (ms) | predict (ms) | trace (ms) | costing (ms) | "
+        "predict / forward |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *rows, ""])
     write_report(args.out, text)
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from . import host_calibration, host_cost, launch_gap, launch_queue, op_costs, op_trace, uncertainty
 from ._native import core
 from .catalog import host_catalog, unmeasured_host_warning
+from .model_state import in_mode
 from .predictors import (MIXED_PRECISIONS, PACKAGED_UNSEEN_BUNDLE, check_precision, gpu_bundle_folder,
                          learned_timing, resolve)
 
@@ -412,14 +413,8 @@ def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None
     (prenet.autocast_policy)."""
     make_inputs = _input_maker(model, input_shape, example_input)
     sizes = epoch_batches(batch, dataset_size)
-    modes = [(module, module.training) for module in model.modules()]
-    if not all(training for _, training in modes):
-        model.train()  # a training step, as the model's own train() sets it up; each module's mode restored after
-    try:
+    with in_mode(model, True):  # a training step, as the model's own train() sets it up
         ops, how = op_trace.trace_batches(model, make_inputs, sorted(set(sizes)), precision in MIXED_PRECISIONS)
-    finally:
-        for module, training in modes:
-            module.training = training
     return ops, sizes, how
 
 

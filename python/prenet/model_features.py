@@ -11,6 +11,7 @@ import math
 
 from .catalog import find_gpu
 from .layers import layer_features
+from .model_state import in_mode
 
 
 def _linear(module, inputs, output):
@@ -197,24 +198,20 @@ def model_features(model, batch=32, gpu="V100", input_shape=None, example_input=
             label = name or type(module).__name__
             handles.append(module.register_forward_pre_hook(mark_start(label)))
             handles.append(module.register_forward_hook(record(label)))
-    modes = [(module, module.training) for module in model.modules()]  # each its own (a frozen BatchNorm)
     try:
         # Eval mode keeps batch statistics and dropout out of the walk; gradients stay enabled because
         # torch's fused inference fast paths (TransformerEncoderLayer, MultiheadAttention) would skip submodules.
-        model.eval()
-        try:
+        with in_mode(model, False):
             if isinstance(sample, dict):
                 model(**sample)
             elif isinstance(sample, (tuple, list)):
                 model(*sample)
             else:
                 model(sample)
-        except Exception as error:
-            where = started[-1] if started else "before any module"
-            raise ValueError(f"the model rejected the input (failed in module '{where}'): {error}") from error
+    except Exception as error:
+        where = started[-1] if started else "before any module"
+        raise ValueError(f"the model rejected the input (failed in module '{where}'): {error}") from error
     finally:
-        for module, training in modes:
-            module.training = training
         for handle in handles:
             handle.remove()
 

@@ -1,6 +1,7 @@
 """A user's model left as it was after prenet ran real training steps on it: prenet.measure trains it for the
 epochs it times (moving it to the device, updating its weights), and a model the meta device cannot run is traced
-with real steps (prenet.op_trace), which update BatchNorm statistics, set gradients and draw random numbers.
+with real steps (prenet.op_trace), which update BatchNorm statistics, set gradients and draw random numbers. And
+every walk that puts a model in training or evaluation mode gives each module its own mode back (in_mode).
 """
 import contextlib
 import itertools
@@ -9,6 +10,21 @@ import itertools
 def _saved(tensor):
     """(the tensor, a copy of its values on the CPU, its device), or None for a missing gradient."""
     return None if tensor is None else (tensor, tensor.detach().to("cpu", copy=True), tensor.device)
+
+
+@contextlib.contextmanager
+def in_mode(model, training=None):
+    """Within the block, `model` in training (True) or evaluation (False) mode, as its own train() sets it (None:
+    as it is, for a block that sets modes itself); afterwards every module has its own mode back (a frozen
+    BatchNorm in a model being fine-tuned stays frozen), also when the block fails."""
+    modes = [(module, module.training) for module in model.modules()]
+    if training is not None and any(mode != training for _, mode in modes):
+        model.train(training)
+    try:
+        yield model
+    finally:
+        for module, mode in modes:
+            module.training = mode
 
 
 @contextlib.contextmanager
@@ -21,8 +37,7 @@ def model_kept(model, cuda_devices=()):
 
     tensors = [_saved(t) for t in itertools.chain(model.parameters(), model.buffers())]
     gradients = [(p, _saved(p.grad)) for p in model.parameters()]
-    modes = [(module, module.training) for module in model.modules()]
-    with torch.random.fork_rng(devices=list(cuda_devices)):
+    with torch.random.fork_rng(devices=list(cuda_devices)), in_mode(model):
         try:
             yield model
         finally:
@@ -31,5 +46,3 @@ def model_kept(model, cuda_devices=()):
                     tensor.data = values.to(device)
             for parameter, gradient in gradients:
                 parameter.grad = None if gradient is None else gradient[1].to(gradient[2])
-            for module, training in modes:
-                module.training = training

@@ -12,11 +12,12 @@ and cheaper by the ratio of a layer's weights to its width), so only the other p
 Nested subsets (the first m of the sample) are blocks of the same kernel, used to extrapolate to the full data set;
 eigen-decompositions (for the closed-form MSE curve) are computed on demand.
 """
-import contextlib
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from .model_state import in_mode
 
 # Model-parameter counts above this are randomly projected to this many dimensions unless told otherwise.
 DEFAULT_PROJECTION_DIM = 16384
@@ -34,19 +35,6 @@ def _functional():
     return functional_call, vmap, jacrev
 
 
-@contextlib.contextmanager
-def _eval_mode(model):
-    """The model in eval mode within the block (dropout off, normalisation statistics read, never updated), each
-    module's own mode restored after."""
-    modes = [(module, module.training) for module in model.modules()]
-    model.eval()
-    try:
-        yield model
-    finally:
-        for module, training in modes:
-            module.training = training
-
-
 def model_outputs(model, inputs, dtype=None):
     """The model's outputs (n, K) on `inputs` in eval mode, computed in `dtype` (float64 by default)."""
     import torch
@@ -55,7 +43,7 @@ def model_outputs(model, inputs, dtype=None):
     dtype = dtype or torch.float64
     trainable, frozen = _state(model, dtype)
     x = inputs.to(dtype) if torch.is_floating_point(inputs) else inputs
-    with _eval_mode(model), torch.no_grad():
+    with in_mode(model, False), torch.no_grad():
         out = functional_call(model, {**trainable, **frozen}, (x,))
     return _as_2d(out).numpy()
 
@@ -161,7 +149,7 @@ def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress
     sensitivities (prenet.linear_layer_kernel; exact, no Jacobian over their weights), the other parameters' from
     their Jacobian, CountSketch-projected when they number more than `projection_dim`. The model is linearised in
     eval mode (its own modes restored after)."""
-    with _eval_mode(model):
+    with in_mode(model, False):
         return _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_linear)
 
 

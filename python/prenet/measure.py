@@ -136,11 +136,11 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
         raise RuntimeError("CUDA is not available on this machine; measure with device='cpu' or on a GPU machine")
     cuda_devices = ([device.index if device.index is not None else torch.cuda.current_device()]
                     if device.type == "cuda" else [])
-    with model_kept(model, cuda_devices):
-        times, env = _timed_epochs(model.to(device).train(), device, batch, input_shape, example_input,
-                                   dataset_size, optimizer, precision, repeats, threads)
-    median = statistics.median(times)
     sizes = epoch_batches(batch, dataset_size)
+    with model_kept(model, cuda_devices):
+        times, env = _timed_epochs(model.to(device).train(), device, sizes, input_shape, example_input, optimizer,
+                                   precision, repeats, threads)
+    median = statistics.median(times)
     env.update(precision=precision, optimizer=optimizer, batch=batch, dataset_size=dataset_size,
                python=platform.python_version())
     return Measurement(device=env["device_name"], batch=batch, dataset_size=dataset_size, optimizer=optimizer,
@@ -149,15 +149,14 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
                        epochs=times, environment=env)
 
 
-def _timed_epochs(model, device, batch, input_shape, example_input, dataset_size, optimizer, precision, repeats,
-                  threads):
-    """(seconds of each timed epoch, environment) of training `model`, already on `device`, by the protocol."""
+def _timed_epochs(model, device, sizes, input_shape, example_input, optimizer, precision, repeats, threads):
+    """(seconds of each timed epoch, environment) of training `model`, already on `device`, by the protocol, in
+    batches of `sizes` (epoch_batches)."""
     import torch
 
     make_inputs = _input_maker(model, input_shape, example_input)
-    data = make_inputs(dataset_size)  # resident on the device, consumed in order
+    data = make_inputs(sum(sizes))  # resident on the device, consumed in order
     data = {k: v.to(device) for k, v in data.items()} if isinstance(data, dict) else data.to(device)
-    sizes = epoch_batches(batch, dataset_size)
     opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     scaler = torch.cuda.amp.GradScaler() if precision == "fp16" and device.type == "cuda" else None

@@ -299,7 +299,6 @@ def trace_batches(model, make_inputs, sizes, autocast=False):
                          f"({'it has recurrent layers' if recurrent else 'the meta device cannot run it'}); "
                          "build it on the CPU")
     with model_kept(model):
-        model.cpu()  # traced on the CPU, where the model is put back from (model_kept)
+        model.cpu()  # traced on the CPU; model_kept puts the model back on its device
         traces = trace_small(model, real_inputs, autocast)
         return {size: at_batch(traces, size, model, real_inputs, autocast) for size in sizes}, "cpu"
-

@@ -2,7 +2,11 @@
 and medium models at several batch sizes, one thread (as the CPU layer data was measured).
 
 Run:  .venv/bin/python bench/validate_cpu.py [--dataset-size 256] [--other-host [--uncalibrated]] [--out FILE]
-Writes bench/results/validate_cpu.md and prints the table. On a CPU other than the measured host it stops unless
+          [--set models | convolutions]
+Writes bench/results/validate_cpu.md (the convolutions set: validate_cpu_convolutions.md) and prints the table.
+The models set is the issue's list; the convolutions set has two-layer stacks of the convolutions the conv2d kind
+does not describe (1-d, 3-d, transposed, dilated, non-square), which the general convolution kind times as
+their implicit GEMMs. On a CPU other than the measured host it stops unless
 given --other-host; then the predictors are calibrated to this CPU first (prenet.host_calibration, about a
 minute, once per machine) unless --uncalibrated. The epoch is shorter than the protocol's default
 (256 samples instead of 1024) so that the whole report measures in minutes; the protocol is otherwise followed.
@@ -23,7 +27,7 @@ from prenet import host_calibration
 from prenet.catalog import unmeasured_host_warning
 from report import write_report
 
-RESULTS = Path(__file__).resolve().parent / "results" / "validate_cpu.md"
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 class Mlp(nn.Sequential):
@@ -75,6 +79,31 @@ CASES = [  # name, factory, input (shape or example), batches
 ]
 
 
+def stacked(layer, width, second):
+    """Two convolutions with a ReLU between: `layer`, then `second` (taking `width` channels)."""
+    return lambda: nn.Sequential(layer(), nn.ReLU(), second(width))
+
+
+CONVOLUTIONS = [
+    ("conv1d_k5_len256", stacked(lambda: nn.Conv1d(64, 128, 5, padding=2), 128,
+                                 lambda c: nn.Conv1d(c, 128, 5, padding=2)), {"input_shape": (64, 256)}, (16,)),
+    ("conv3d_k3_16x32x32", stacked(lambda: nn.Conv3d(16, 32, 3, padding=1), 32,
+                                   lambda c: nn.Conv3d(c, 32, 3, padding=1)), {"input_shape": (16, 16, 32, 32)}, (4,)),
+    ("conv_transpose2d_k4_s2", stacked(lambda: nn.ConvTranspose2d(64, 64, 4, stride=2, padding=1), 64,
+                                       lambda c: nn.ConvTranspose2d(c, 32, 4, stride=2, padding=1)),
+     {"input_shape": (64, 32, 32)}, (8,)),
+    ("conv2d_dilated2_56px", stacked(lambda: nn.Conv2d(64, 64, 3, padding=2, dilation=2), 64,
+                                     lambda c: nn.Conv2d(c, 64, 3, padding=2, dilation=2)),
+     {"input_shape": (64, 56, 56)}, (8,)),
+    ("conv2d_1x7_7x1_28px", stacked(lambda: nn.Conv2d(64, 64, (1, 7), padding=(0, 3)), 64,
+                                    lambda c: nn.Conv2d(c, 64, (7, 1), padding=(3, 0))),
+     {"input_shape": (64, 28, 28)}, (16,)),
+]
+SETS = {"models": (CASES, "validate_cpu.md", "Whole-model validation on this machine's CPU"),
+        "convolutions": (CONVOLUTIONS, "validate_cpu_convolutions.md",
+                         "Convolutions of the general kind (implicit GEMM) on this machine's CPU")}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset-size", type=int, default=256)
@@ -83,8 +112,11 @@ def main(argv=None):
                              "(prenet calibrate, made first where missing); the report says so")
     parser.add_argument("--uncalibrated", action="store_true",
                         help="with --other-host: the measured host's predictions, not calibrated to this CPU")
-    parser.add_argument("--out", type=Path, default=RESULTS, help=f"report file (default {RESULTS})")
+    parser.add_argument("--set", choices=SETS, default="models", help="which cases (default: models)")
+    parser.add_argument("--out", type=Path, help=f"report file (default: under {RESULTS}, by set)")
     args = parser.parse_args(argv)
+    cases, file_name, title = SETS[args.set]
+    args.out = args.out or RESULTS / file_name
     other_host = unmeasured_host_warning("cpu")
     if other_host and not args.other_host:
         parser.exit(2, f"validate_cpu: {other_host}; predicted and measured times would be of different CPUs "
@@ -98,7 +130,7 @@ def main(argv=None):
             os.environ["PRENET_CACHE"] = tempfile.mkdtemp(prefix="prenet-uncalibrated-")  # no calibration there
         else:
             calibration = host_calibration.load() or host_calibration.load(host_calibration.calibrate())
-    for name, factory, inputs, batches in CASES:
+    for name, factory, inputs, batches in cases:
         for batch in batches:
             model = factory()
             with warnings.catch_warnings():  # said once, in the report
@@ -113,19 +145,19 @@ def main(argv=None):
             print(rows[-1], flush=True)
     errors.sort()
     command_tail = (f" --other-host{' --uncalibrated' if args.uncalibrated else ''} --out {args.out}"
-                    if other_host else "")
+                    if other_host else "") + (f" --set {args.set}" if args.set != "models" else "")
     on_this_cpu = ([f"**Not the measured host**: {other_host}.", ""] if other_host and not calibration else
                    [f"**Not the measured host**: the CPU predictors {calibration.describe()} "
                     f"(`prenet calibrate`, {calibration.path}).", ""] if calibration else [])
     p90 = errors[min(len(errors) - 1, int(round(0.9 * (len(errors) - 1))))]
     text = "\n".join([
-        "# Whole-model validation on this machine's CPU", "",
+        f"# {title}", "",
         f"`.venv/bin/python bench/validate_cpu.py --dataset-size {args.dataset_size}{command_tail}` "
         f"({time.strftime('%Y-%m-%d')}, {time.monotonic() - started:.0f} s; one thread; SGD with momentum; fp32). Measured: `prenet.measure` "
         "(protocol, epochs of the given size); predicted: `prenet.predict(gpu=\"cpu\")` with the packaged CPU "
         "predictors.", "", *on_this_cpu,
         f"Median error {100 * statistics.median(errors):.1f}%, 90th percentile {100 * p90:.1f}% over {len(errors)} "
-        "cases (targets: 10% and 20%).", "",
+        "cases" + (" (targets: 10% and 20%)." if args.set == "models" else "."), "",
         "| model | batch | measured epoch s (min-max) | predicted s | error |", "| --- | --- | --- | --- | --- |",
         *rows, ""])
     write_report(args.out, text)

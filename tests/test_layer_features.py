@@ -10,6 +10,8 @@ CASES = {
     "linear": (dict(batch=4, in_features=30, out_features=20), lambda: torch.nn.Linear(30, 20)),
     "conv2d": (dict(batch=2, in_channels=3, out_channels=8, kernel_size=5, stride=2, padding=2, height=17, width=17),
                lambda: torch.nn.Conv2d(3, 8, 5, stride=2, padding=2)),
+    "convolution": (dict(batch=2, in_channels=4, out_channels=6, in_positions=17, out_positions=13,
+                         kernel_positions=5, groups=2), lambda: torch.nn.Conv1d(4, 6, 5, groups=2)),
     "rnn": (dict(batch=2, seq_len=7, input_size=5, hidden_size=6, num_layers=2),
             lambda: torch.nn.RNN(5, 6, num_layers=2)),
     "lstm": (dict(batch=2, seq_len=7, input_size=5, hidden_size=6, bidirectional=True),

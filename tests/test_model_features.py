@@ -84,3 +84,21 @@ def test_bad_inputs():
         prenet.model_features(model)
     with pytest.raises(TypeError, match="torch.nn.Module"):
         prenet.model_features("resnet18", input_shape=(3, 32, 32))
+
+
+def test_every_convolution_module_maps_to_a_kind_with_its_exact_work():
+    """Conv1d, Conv3d, transposed, dilated and "same"-padded convolutions: the general kind, parameters as torch
+    counts them and multiply-adds per output element as each module's definition gives them."""
+    model = torch.nn.Sequential(torch.nn.Conv1d(16, 32, 5), torch.nn.Unflatten(1, (2, 16)),
+                                torch.nn.Unflatten(3, (6, 10)), torch.nn.Conv3d(2, 4, 3, padding="same"),
+                                torch.nn.Flatten(1, 2), torch.nn.Flatten(2, 3),
+                                torch.nn.ConvTranspose1d(64, 8, 4, stride=2), torch.nn.Conv1d(8, 8, 3, dilation=2))
+    table = prenet.model_features(model, batch=8, gpu="A100", input_shape=(16, 64))
+    convolutions = table[table["module"].str.startswith("Conv")]
+    assert (convolutions["kind"] == "convolution").all() and len(convolutions) == 4
+    assert convolutions["params"].sum() == sum(p.numel() for p in model.parameters())
+    # (outputs x taps per output, or for the transposed one inputs x outputs each scatters to) x 2, plus the bias
+    expected = [8 * 32 * 60 * 16 * 5 * 2 + 8 * 32 * 60, 8 * 4 * 960 * 2 * 27 * 2 + 8 * 4 * 960,
+                8 * 64 * 60 * 8 * 4 * 2 + 8 * 8 * 122, 8 * 8 * 118 * 8 * 3 * 2 + 8 * 8 * 118]
+    assert convolutions["forward_flops"].tolist() == expected
+

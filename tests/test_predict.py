@@ -106,6 +106,38 @@ def test_fp32_convolutions_use_tf32_tensor_cores_where_pytorch_does():
         prenet.layer_time("conv2d", gpu="A100", precision="int8", **conv)
 
 
+@pytest.mark.parametrize("layer, shape", [
+    (nn.Conv1d(64, 128, 5, padding=2), (64, 256)),
+    (nn.Conv3d(16, 32, 3, padding=1), (16, 16, 32, 32)),
+    (nn.ConvTranspose2d(64, 32, 4, stride=2, padding=1), (64, 32, 32)),
+    (nn.Conv2d(64, 64, 3, padding=2, dilation=2), (64, 56, 56)),
+    (nn.Conv2d(64, 64, (1, 7), padding=(0, 3)), (64, 28, 28)),
+])
+def test_convolutions_conv2d_does_not_describe_are_timed_by_their_multiply_adds(layer, shape):
+    """Not by the bytes they move: the general convolution kind, its implicit GEMM predicted as a linear layer,
+    and at least that GEMM's time on CUDA cores in fp32_strict (as a linear layer of that shape would take)."""
+    model = nn.Sequential(layer, nn.ReLU())
+    estimate = prenet.predict(model, batch=16, gpu="V100", input_shape=shape)
+    ops = estimate.ops.set_index("op")
+    forward, backward = ops.loc["convolution.default"], ops.loc["convolution_backward.default"]
+    assert forward["kind"] == backward["kind"] == "convolution" and forward["how"] == "kernels"
+    with torch.no_grad():
+        output = layer(torch.zeros(1, *shape))
+    weights = layer.weight.numel()
+    positions = math.prod(shape[1:]) if isinstance(layer, nn.ConvTranspose2d) else math.prod(output.shape[2:])
+    macs = 16 * positions * weights
+    assert forward["flops"] == 2 * macs + 16 * output.numel()
+    assert backward["flops"] == pytest.approx(0.5 * (4 * macs + 16 * output.numel()))  # no dX for the first layer
+    config = forward["config"]
+    rows, inner, columns = ((16 * positions, config["in_channels"], config["out_channels"] * config["kernel_positions"])
+                            if config["transposed"] else
+                            (16 * positions, config["in_channels"] * config["kernel_positions"], config["out_channels"]))
+    gemm = prenet.predict_layer("linear", gpu="V100", batch=1, seq_len=rows, in_features=inner, out_features=columns,
+                                bias=0)
+    assert forward["ms"] >= 0.5 * gemm
+    assert forward["ms"] > 2 * ops.loc["relu.default", "ms"]  # the ReLU moves the output's bytes twice
+
+
 def test_tf32_puts_matmuls_on_tensor_cores_where_the_gpu_has_them():
     model = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 1024))
     kwargs = dict(batch=256, input_shape=(128, 1024), dataset_size=256)
@@ -147,6 +179,26 @@ def test_bad_input_is_named(kwargs, error, message):
 def test_not_a_model_is_a_type_error():
     with pytest.raises(TypeError, match="model must be a torch.nn.Module"):
         prenet.predict(lambda x: x, batch=4, input_shape=(3,))
+
+
+class IgnoresItsWeights(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.unused = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def test_a_model_with_nothing_to_train_is_named_as_such():
+    """Not 'the model rejected the input' from deep inside autograd."""
+    for call in (prenet.predict, prenet.measure):
+        for model in (nn.Sequential(nn.ReLU()), nn.Linear(8, 8).requires_grad_(False)):
+            with pytest.raises(ValueError, match="no parameter that requires a gradient"):
+                call(model, batch=4, input_shape=(8,), dataset_size=8, **({"device": "cpu"} if call is prenet.measure
+                                                                           else {"gpu": "V100"}))
+    with pytest.raises(ValueError, match="output depends on no parameter that requires a gradient"):
+        prenet.predict(IgnoresItsWeights(), batch=4, gpu="V100", input_shape=(8,))
 
 
 def test_command_line_prints_one_json_object(run_prenet):

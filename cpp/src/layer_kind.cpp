@@ -67,6 +67,7 @@ const std::vector<LayerKind>& layer_kinds() {
     static const std::vector<LayerKind> table = {
         kinds::make_linear(),
         kinds::make_conv2d(),
+        kinds::make_convolution(),
         kinds::make_recurrent(kinds::Recurrence::rnn),
         kinds::make_recurrent(kinds::Recurrence::lstm),
         kinds::make_recurrent(kinds::Recurrence::gru),

@@ -125,15 +125,22 @@ private:
         return k.full_width ? Precision::fp32 : precision;
     }
 
+    // A kind without a predictor that has kernels of its own for tensor cores (a convolution as its implicit
+    // GEMM) is a leaf there, so that the faster of those and its CUDA-core kernels is taken.
     void forward_in(const LayerConfig& c, Destination d, int depth, Precision precision) {
         const LayerKind& kind = c.kind();
-        if (!bundle_.has(kind.name, "forward") && kind.forward_kernels && depth < kMaxDepth) {
-            for (const auto& k : kind.forward_kernels(c)) {
-                forward_in(configure(k), scaled(d, k.count), depth + 1, width(k, precision));
-            }
+        if (!bundle_.has(kind.name, "forward") && kind.forward_kernels && depth < kMaxDepth &&
+            !(kind.tensor_core_kernels && on_tensor_cores(kind, gpu_, precision))) {
+            expand(c, d, depth, precision);
             return;
         }
         leaf(c, "forward", d, precision);
+    }
+
+    void expand(const LayerConfig& c, Destination d, int depth, Precision precision) {
+        for (const auto& k : c.kind().forward_kernels(c)) {
+            forward_in(configure(k), scaled(d, k.count), depth + 1, width(k, precision));
+        }
     }
 
     // The least a kernel can take on the device: its roofline bound (Williams et al., 2009).
@@ -178,9 +185,10 @@ private:
         }
     }
 
-    // Predicted where the bundle has the mode, else its roofline bound.
+    // Predicted where the bundle has the mode; else, forward, its CUDA-core kernels; else its roofline bound.
     void timed(const LayerConfig& kernel, const std::string& mode, Destination d) {
         if (bundle_.has(kernel.kind().name, mode)) return queue(kernel, mode, d);
+        if (mode == "forward" && kernel.kind().forward_kernels) return expand(kernel, d, 1, Precision::fp32_strict);
         const LayerCost cost = kernel.kind().cost(kernel, kFp32Bytes);
         add(d, TimeBasis::roofline, roofline_ms(cost.forward_flops, cost.forward_bytes, gpu_));
     }

@@ -83,6 +83,45 @@ TEST(Kernels, AChannelsLastConvolutionNeedsNoTransposesAndItsGradientsKeepTheFor
     EXPECT_EQ(nchw.kind().tensor_core_kernels(nchw).size(), 2u);
 }
 
+// Conv1d(16, 32, kernel 5) over 60 positions, and the transposed ConvTranspose1d(32, 16, 5) back to them, grouped too.
+prenet::LayerConfig convolution(std::int64_t transposed, std::int64_t groups, std::int64_t bias = 1) {
+    const bool t = transposed != 0;
+    return find_layer_kind("convolution").configure(
+        {{"batch", 8}, {"in_channels", t ? 32 : 16}, {"out_channels", t ? 16 : 32}, {"in_positions", t ? 56 : 60},
+         {"out_positions", t ? 60 : 56}, {"kernel_positions", 5}, {"groups", groups}, {"transposed", transposed},
+         {"bias", bias}});
+}
+
+TEST(Kernels, AnyConvolutionIsItsImplicitGemmWithTheExactMultiplyAdds) {
+    for (std::int64_t transposed : {0, 1}) {
+        for (std::int64_t groups : {1, 4, 16}) {
+            const auto c = convolution(transposed, groups);
+            const auto cost = c.kind().cost(c, 4);
+            // Conv1d: each of the 8 x 32 x 56 outputs sums 16 / groups x 5 taps; ConvTranspose1d: each of the
+            // 8 x 32 x 56 inputs scatters into 16 / groups x 5 outputs. Bias: one add per output element.
+            const double macs = 8.0 * 32 * 56 * 16 / groups * 5, outputs = 8.0 * 16 * 60;
+            EXPECT_DOUBLE_EQ(cost.forward_flops, 2 * macs + (transposed ? outputs : 8.0 * 32 * 56));
+            EXPECT_DOUBLE_EQ(cost.parameters, 16.0 * 32 / groups * 5 + (transposed ? 16 : 32));
+            // One GEMM for all groups (a transposed one's bias: an add over its output after it).
+            const auto kernels = c.kind().forward_kernels(c);
+            ASSERT_EQ(kernels.size(), transposed ? 2u : 1u);
+            EXPECT_EQ(kernels[0].kind, "linear");
+            EXPECT_DOUBLE_EQ(forward_flops_of({kernels[0]}), 2 * macs + (transposed ? 0 : 8.0 * 32 * 56));
+            // dX runs the other way with the same multiply-adds, dW repeats them; db sums dY.
+            const auto unbiased = convolution(transposed, groups, 0);
+            EXPECT_DOUBLE_EQ(forward_flops_of(unbiased.kind().backward_kernels(unbiased)),
+                             unbiased.kind().cost(unbiased, 4).backward_flops);
+            EXPECT_EQ(c.kind().backward_kernels(c)[0].config.at("transposed"), 1 - transposed);
+            // On tensor cores: the GEMM and the layout transposes, grouped ones keep their CUDA-core kernel.
+            EXPECT_EQ(c.kind().tensor_core_kernels(c).size(), groups == 1 ? kernels.size() + 1 : 0u);
+        }
+    }
+    EXPECT_THROW(find_layer_kind("convolution").configure({{"batch", 1}, {"in_channels", 6}, {"out_channels", 4},
+                                                          {"in_positions", 9}, {"out_positions", 9},
+                                                          {"kernel_positions", 1}, {"groups", 4}}),
+                 std::invalid_argument);
+}
+
 TEST(Kernels, AttentionKernelsAddUpToItsForwardFlops) {
     for (std::int64_t bias : {0, 1}) {
         const auto c = find_layer_kind("multihead_attention").configure(
@@ -287,6 +326,33 @@ TEST_F(EstimatorTest, CudnnConvolutionsRunOnTf32TensorCoresByDefaultWhereThatIsF
     const auto linear = find_layer_kind("linear").configure(
         {{"batch", 64}, {"seq_len", 128}, {"in_features", 1024}, {"out_features", 1024}});
     EXPECT_EQ(prenet::tensor_core_factor(linear, ampere, Precision::fp32), 1.0);
+}
+
+TEST_F(EstimatorTest, AnyConvolutionIsTimedAsItsGemmOnTheCoresCudnnWouldUse) {
+    using prenet::Precision;
+    const auto bundle = prenet::PredictorBundle::load(folder_.string());
+    // A Conv3d(64, 64, 3) over 16^3 positions: no predictor of its own; the GEMM is predicted as a linear layer.
+    const auto conv3d = find_layer_kind("convolution").configure(
+        {{"batch", 8}, {"in_channels", 64}, {"out_channels", 64}, {"in_positions", 16 * 16 * 16},
+         {"out_positions", 14 * 14 * 14}, {"kernel_positions", 27}, {"bias", 0}});
+    const double gemm_ms = 1e-9 * conv3d.kind().cost(conv3d, 4).forward_flops;
+    const auto volta = prenet::estimate_layer_times(bundle, {conv3d}, gpu_, "sgd")[0];
+    EXPECT_NEAR(volta.forward_ms, gemm_ms, 1e-12);
+    EXPECT_EQ(volta.forward_basis, prenet::TimeBasis::kernels);
+    EXPECT_NEAR(volta.backward_ms, 2 * gemm_ms, 1e-12);  // dX and dW, no bias
+    EXPECT_GT(volta.optimizer_ms, 0);
+    // With a TF32 rate far above the bundle's GEMMs the tensor-core GEMM (and its transposes) wins in fp32, as it
+    // does for conv2d; fp32_strict keeps the CUDA-core GEMM.
+    prenet::GpuSpec hopper = gpu_;
+    hopper.tf32_tflops = 1000;
+    hopper.memory_bandwidth_gbs = 10000;
+    const auto tf32 = prenet::estimate_layer_times(bundle, {conv3d}, hopper, "sgd", Precision::fp32)[0];
+    const auto strict = prenet::estimate_layer_times(bundle, {conv3d}, hopper, "sgd", Precision::fp32_strict)[0];
+    EXPECT_NEAR(strict.forward_ms, gemm_ms, 1e-12);
+    const double transposes = 1e3 * 2 * 4 * (8.0 * 64 * 4096 + 64.0 * 64 * 27 + 8.0 * 64 * 2744) / 10000e9;
+    EXPECT_NEAR(tf32.forward_ms, gemm_ms * prenet::tensor_core_factor(conv3d, hopper, Precision::fp32) + transposes,
+                1e-9);
+    EXPECT_LT(tf32.backward_ms, strict.backward_ms);
 }
 
 TEST_F(EstimatorTest, TwoBytePrecisionsUseTheMatrixRateAndHalveTheTraffic) {

@@ -145,6 +145,9 @@ def _check(model, batch, dataset_size, optimizer, precision=None):
 
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    if not any(p.requires_grad for p in model.parameters()):
+        raise op_trace.NotTrainable("the model has no parameter that requires a gradient, so a training step "
+                                    "has no backward pass or update to time")
     for name, value in (("batch", batch), ("dataset_size", dataset_size)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")

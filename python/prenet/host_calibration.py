@@ -210,10 +210,16 @@ KIND_GROUPS = {"conv2d": lambda config: "1x1" if config.get("kernel_size") == 1 
 MIN_GROUP = 4
 
 
+# A kind with no predictor of its own, timed by another kind's predictor on its kernels (the general convolution:
+# the linear one's, on its implicit GEMM), is calibrated by that kind's curve.
+CALIBRATED_AS = {"convolution": "linear"}
+
+
 def calibration_group(kind, config):
-    """The group `kind` with `config` is calibrated in: "conv2d 1x1", or the kind itself."""
+    """The group `kind` with `config` is calibrated in: "conv2d 1x1", the kind whose kernels it runs, or the kind
+    itself."""
     group = KIND_GROUPS.get(kind)
-    return f"{kind} {group(config)}" if group else kind
+    return f"{kind} {group(config)}" if group else CALIBRATED_AS.get(kind, kind)
 
 
 class Calibration:
@@ -245,7 +251,7 @@ class Calibration:
         """Time here over the predicted `predicted_ms` of a `part` ("forward" or "train") of a `kind` layer
         (with `config`: its group's where calibrated apart)."""
         curves = self.curves[part]
-        group = calibration_group(kind, config) if config is not None else kind
+        group = calibration_group(kind, config) if config is not None else CALIBRATED_AS.get(kind, kind)
         return curves.get(group, curves.get(kind, curves[None])).factor(predicted_ms)
 
     def describe(self):

@@ -20,14 +20,16 @@ def _linear(module, inputs, output):
                       "out_features": module.out_features, "bias": module.bias is not None}
 
 
-def _conv2d(module, inputs, output):
-    x = inputs[0]
-    if module.dilation != (1, 1) or module.padding_mode != "zeros" or isinstance(module.padding, str):
-        return None
-    return "conv2d", {"in_channels": module.in_channels, "out_channels": module.out_channels,
-                      "kernel_size": module.kernel_size, "stride": module.stride, "padding": module.padding,
-                      "height": x.shape[-2], "width": x.shape[-1], "groups": module.groups,
-                      "bias": module.bias is not None}
+def _convolution(module, inputs, output):
+    """conv2d or the general convolution kind (prenet.op_costs.convolution_work), as the predictor maps it."""
+    from .meta_model import channels_last
+    from .op_costs import convolution_work
+
+    padding = None if isinstance(module.padding, str) or module.padding_mode != "zeros" else module.padding
+    work = convolution_work(tuple(inputs[0].shape), tuple(module.weight.shape), tuple(output.shape), module.stride,
+                            padding, module.dilation, module.transposed, module.groups, module.bias is not None,
+                            channels_last(inputs[0]))
+    return work.kind, {key: value for key, value in work.config.items() if key != "batch"}
 
 
 # torch's RNNBase.mode -> layer kind (a ReLU RNN costs what a tanh RNN does).
@@ -123,7 +125,8 @@ def _mappers():
 
     # Which torch module feeds which layer kind of the native table, and how its configuration is read.
     # ReLU6 is costed as a ReLU: one clamp per element either way.
-    return {nn.Linear: _linear, nn.Conv2d: _conv2d, nn.RNN: _recurrent, nn.LSTM: _recurrent, nn.GRU: _recurrent,
+    convolutions = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
+    return {**dict.fromkeys(convolutions, _convolution), nn.Linear: _linear, nn.RNN: _recurrent, nn.LSTM: _recurrent, nn.GRU: _recurrent,
             nn.MultiheadAttention: _attention, nn.Embedding: _embedding, nn.LayerNorm: _layer_norm,
             nn.BatchNorm2d: _batchnorm2d, nn.MaxPool2d: _pool2d("maxpool2d"), nn.AvgPool2d: _pool2d("avgpool2d"),
             nn.AdaptiveAvgPool2d: _adaptive_avgpool2d, nn.ReLU: _pointwise("relu"), nn.ReLU6: _pointwise("relu"),

@@ -68,36 +68,40 @@ def runs_narrow(op):
     return elements > 0 and sum(n * size for n, size in floating) < 3 * elements
 
 
-def _conv(x, w, bias, stride, padding, groups, part, channels_last, count=1.0, kernels=1):
-    if len(x) != 4 or len(w) != 4:
-        return None
-    # Non-square kernels and inputs are mapped to the square ones of the same area (the same multiply-adds).
-    side = round(math.sqrt(w[2] * w[3]))
-    return Work("conv2d", {"batch": x[0], "in_channels": x[1], "out_channels": w[0], "kernel_size": side,
-                           "stride": round(math.sqrt(stride[0] * stride[1])),
-                           "padding": round(math.sqrt(padding[0] * padding[1])),
-                           "height": round(math.sqrt(x[2] * x[3])), "width": round(math.sqrt(x[2] * x[3])),
-                           "groups": groups, "bias": int(bias), "channels_last": int(channels_last)}, part, count,
-                kernels=kernels)
+def convolution_work(x, w, out, stride, padding, dilation, transposed, groups, bias, channels_last,
+                     part="forward", count=1.0, kernels=1):
+    """A convolution's Work from its input, weight and output shapes: the conv2d kind where that describes it
+    (two-dimensional, not transposed, no dilation, a square kernel, stride and padding), else the general
+    convolution kind by its positions (exact multiply-adds). `padding`: None where it is not a number per side
+    (a module's "same", or a padding mode that pads the input before the convolution)."""
+    if len(x) == len(w) - 1:  # an unbatched input
+        x, out = (1, *x), (1, *out)
+    if (len(x) == 4 and not transposed and set(dilation) == {1} and w[2] == w[3] and len(set(stride)) == 1
+            and padding is not None and len(set(padding)) == 1):
+        return Work("conv2d", {"batch": x[0], "in_channels": x[1], "out_channels": w[0], "kernel_size": w[2],
+                               "stride": stride[0], "padding": padding[0], "height": x[2], "width": x[3],
+                               "groups": groups, "bias": int(bias), "channels_last": int(channels_last)},
+                    part, count, kernels=kernels)
+    return Work("convolution", {"batch": x[0], "in_channels": x[1], "out_channels": out[1],
+                                "in_positions": numel(x[2:]), "out_positions": numel(out[2:]),
+                                "kernel_positions": numel(w[2:]), "groups": groups, "transposed": int(transposed),
+                                "bias": int(bias), "channels_last": int(channels_last)}, part, count, kernels=kernels)
 
 
 def convolution(op):
-    x, w = op.inputs[0], op.inputs[1]
     _, _, bias, stride, padding, dilation, transposed, _, groups = op.arguments[:9]
-    if transposed or any(d != 1 for d in dilation):
-        return None
-    return _conv(x, w, bias == TENSOR, stride, padding, groups, "forward", op.channels_last)
+    return convolution_work(op.inputs[0], op.inputs[1], op.outputs[0], stride, padding, dilation, transposed,
+                            groups, bias == TENSOR, op.channels_last)
 
 
 def convolution_backward(op):
-    _, x, w = op.inputs[:3]
+    dy, x, w = op.inputs[:3]
     bias_sizes, stride, padding, dilation, transposed, _, groups, mask = op.arguments[3:11]
-    if transposed or any(d != 1 for d in dilation):
-        return None
     # The composed backward has an input- and a weight-gradient convolution, each its own library call; the first
     # layer needs no dX.
-    return _conv(x, w, bool(mask[2]), stride, padding, groups, "backward", op.channels_last,
-                 1.0 if mask[0] else 0.5, kernels=int(bool(mask[0])) + int(bool(mask[1])))
+    return convolution_work(x, w, dy, stride, padding, dilation, transposed, groups, bool(mask[2]),
+                            op.channels_last, "backward", 1.0 if mask[0] else 0.5,
+                            kernels=int(bool(mask[0])) + int(bool(mask[1])))
 
 
 def addmm(op):

@@ -155,6 +155,10 @@ def _recorder(meta=False, direct=None):
     return Recorder()
 
 
+class NotTrainable(ValueError):
+    """The model ran, but gives a training step nothing to do: no tensor output, or no parameter to train."""
+
+
 def _first_tensor(value):
     """The tensor a training loss is taken from: the output itself, a model output's `loss` or `logits`, or the
     first tensor of a tuple, list or dict."""
@@ -214,13 +218,16 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
                 output = model(**inputs) if isinstance(inputs, dict) else model(inputs)
                 tensor = _first_tensor(output)
                 if tensor is None:
-                    raise ValueError(f"the model returned no tensor to train on ({type(output).__name__})")
+                    raise NotTrainable(f"the model returned no tensor to train on ({type(output).__name__})")
                 loss = tensor if tensor.dim() == 0 else tensor.float().mean()
+                if not loss.requires_grad:
+                    raise NotTrainable("the model's output depends on no parameter that requires a gradient, so "
+                                       "a training step has no backward pass or update to time")
             recorder.phase, recorder.modules = "backward", []
             loss.backward()
+    except NotTrainable:
+        raise
     except Exception as error:
-        if isinstance(error, ValueError) and "returned no tensor" in str(error):
-            raise
         where = recorder.modules[-1][0] if recorder.modules else "before any module"
         raise ValueError(f"the model rejected the input (failed in module '{where}'): {error}") from error
     finally:

@@ -82,28 +82,19 @@ std::vector<KernelWork> conv2d_backward(const LayerConfig& c) {
     return work;
 }
 
-// On tensor cores cuDNN runs a convolution as an implicit GEMM: rows are the batch's output pixels, the inner
-// dimension c_in * k * k, columns c_out (NVIDIA, "Convolutional Layers User's Guide", convolution algorithms). Our
-// GPU predictor learned CUDA-core kernels, for 3x3 convolutions mostly Winograd, which needs fewer multiplies than
-// the GEMM (a median 1.04-1.13x the FP32 peak counted in direct FLOPs, NeuSight set) and does not carry over.
-// Those kernels work on NHWC tensors: PyTorch's NCHW input and weights are transposed to NHWC and the output
-// back (same guide, "Tensor Layouts in Memory"): a read and a write of each element, 2/3 of an add's passes;
-// tensors already in channels_last (NHWC) format need none. Grouped and depthwise convolutions keep their own
-// kernels.
+// On tensor cores a convolution is its implicit GEMM (implicit_gemm.cpp). Our GPU predictor learned CUDA-core
+// kernels, for 3x3 convolutions mostly Winograd, which needs fewer multiplies than the GEMM (a median 1.04-1.13x
+// the FP32 peak counted in direct FLOPs, NeuSight set) and does not carry over. Tensors already in channels_last
+// (NHWC) format need no transposes. Grouped and depthwise convolutions keep their own kernels.
 std::vector<KernelWork> conv2d_tensor_core_kernels(const LayerConfig& c) {
     if (c["groups"] != 1) return {};
     const std::int64_t hout = conv_output_size(c["height"], c["kernel_size"], c["stride"], c["padding"]);
     const std::int64_t wout = conv_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"]);
     const std::int64_t taps = c["in_channels"] * c["kernel_size"] * c["kernel_size"];
-    std::vector<KernelWork> work = {
-        {"linear", {{"batch", 1}, {"seq_len", c["batch"] * hout * wout}, {"in_features", taps},
-                    {"out_features", c["out_channels"]}, {"bias", c["bias"]}}},
-    };
+    std::vector<KernelWork> work = {implicit_gemm(c["batch"] * hout * wout, taps, c["out_channels"], c["bias"])};
     if (!c["channels_last"]) {
-        const std::int64_t transposed = c["batch"] * c["in_channels"] * c["height"] * c["width"] +
-                                        c["out_channels"] * taps + c["batch"] * c["out_channels"] * hout * wout;
-        work.push_back({"add", {{"batch", 1}, {"features", transposed}},
-                        kUnaryElementPasses / kBinaryElementPasses});
+        work.push_back(layout_transposes(c["batch"] * c["in_channels"] * c["height"] * c["width"] +
+                                         c["out_channels"] * taps + c["batch"] * c["out_channels"] * hout * wout));
     }
     return work;
 }

@@ -22,6 +22,12 @@ LayerKind make_maxpool2d();
 LayerKind make_avgpool2d();
 LayerKind make_pointwise(Pointwise op);
 LayerKind make_bmm();
+LayerKind make_convolution();
+
+// A convolution's implicit GEMM, (rows x inner) by (inner x columns), as a linear kernel (implicit_gemm.cpp).
+KernelWork implicit_gemm(std::int64_t rows, std::int64_t inner, std::int64_t columns, std::int64_t bias);
+// The NCHW <-> NHWC transposes of `elements` elements around a tensor-core convolution (implicit_gemm.cpp).
+KernelWork layout_transposes(std::int64_t elements);
 
 // Upper bound for sizes: large enough for any real layer, small enough that counts stay exact in a double.
 inline constexpr std::int64_t kMaxSize = std::int64_t{1} << 31;

@@ -1,0 +1,140 @@
+// Any convolution the two-dimensional kind does not describe exactly (torch.nn.Conv1d and Conv3d, transposed and
+// dilated convolutions, non-square kernels), by the work it does: the implicit GEMM of implicit_gemm.cpp. No
+// predictor of its own: timed as that GEMM by the linear predictor, on tensor cores where cuDNN would use them.
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "kinds.hpp"
+
+namespace prenet::kinds {
+
+namespace {
+
+void validate_convolution(const LayerConfig& c) {
+    if (c["in_channels"] % c["groups"] != 0 || c["out_channels"] % c["groups"] != 0) {
+        throw std::invalid_argument("convolution: groups " + std::to_string(c["groups"]) +
+                                    " must divide in_channels and out_channels");
+    }
+}
+
+// Rows of the implicit GEMM: a convolution's output positions; a transposed one's input positions (each input
+// element scatters its kernel's taps into the output).
+std::int64_t gemm_rows(const LayerConfig& c) {
+    return c["batch"] * (c["transposed"] ? c["in_positions"] : c["out_positions"]);
+}
+
+// Elements of the input, the weights (c_out x c_in/groups x kernel; c_in x c_out/groups x kernel transposed) and
+// the output.
+struct Tensors {
+    double input, weights, output;
+};
+
+Tensors tensors_of(const LayerConfig& c) {
+    const double cin = c["in_channels"], cout = c["out_channels"];
+    return {static_cast<double>(c["batch"]) * cin * c["in_positions"],
+            cin * cout / static_cast<double>(c["groups"]) * c["kernel_positions"],
+            static_cast<double>(c["batch"]) * cout * c["out_positions"]};
+}
+
+LayerCost convolution_cost(const LayerConfig& c, double bytes_per_element) {
+    const double cin = c["in_channels"], cout = c["out_channels"];
+    const double taps = c["kernel_positions"], bias = c["bias"] ? 1.0 : 0.0;
+    const auto [input, weights, output] = tensors_of(c);
+    // One multiply-add per weight per GEMM row (PyTorch's Conv and ConvTranspose documentation).
+    const double macs = static_cast<double>(gemm_rows(c)) * weights;
+    LayerCost cost;
+    cost.paper_operations = static_cast<double>(gemm_rows(c)) * taps * cin * cout;  // PreNeT eq. 3 (no groups)
+    cost.memory_weights = taps * cin * cout;                                        // PreNeT eq. 10
+    cost.memory_input = input;                                                      // PreNeT eq. 11
+    cost.memory_output = output;                                                    // PreNeT eq. 12
+    cost.parameters = weights + bias * cout;
+    cost.parameter_tensors = 1 + bias;
+    cost.forward_flops = 2 * macs + bias * output;
+    // Input and weight gradients each repeat the forward's multiply-adds; db sums dY.
+    cost.backward_flops = 4 * macs + bias * output;
+    cost.forward_bytes = bytes_per_element * (input + weights + bias * cout + output);
+    // dX reads dY, W, writes dX; dW reads dY, X, writes dW; db reads dY, writes db.
+    cost.backward_bytes = bytes_per_element * ((output + weights + input) + (output + input + weights) +
+                                               bias * (output + cout));
+    return cost;
+}
+
+// One GEMM for all groups, block-diagonal (each group's columns read only its own taps): the exact multiply-adds
+// in one kernel, as cuDNN runs a grouped convolution. A transposed convolution's columns are each output
+// channel's kernel taps, summed into the output; its bias is added to the output after, reading and writing it.
+std::vector<KernelWork> convolution_forward(const LayerConfig& c) {
+    const std::int64_t kernel = c["kernel_positions"], groups = c["groups"];
+    if (!c["transposed"]) {
+        return {implicit_gemm(gemm_rows(c), c["in_channels"] / groups * kernel, c["out_channels"], c["bias"])};
+    }
+    std::vector<KernelWork> work = {implicit_gemm(gemm_rows(c), c["in_channels"] / groups,
+                                                  c["out_channels"] * kernel, 0)};
+    if (c["bias"]) {
+        work.push_back({"add", {{"batch", c["batch"] * c["out_channels"]}, {"features", c["out_positions"]}},
+                        kUnaryElementPasses / kBinaryElementPasses});
+    }
+    return work;
+}
+
+// On tensor cores: the same kernels and, for NCHW tensors, the transposes; grouped convolutions keep their
+// CUDA-core kernels, as in conv2d.cpp.
+std::vector<KernelWork> convolution_tensor_core_kernels(const LayerConfig& c) {
+    if (c["groups"] != 1) return {};
+    std::vector<KernelWork> work = convolution_forward(c);
+    if (!c["channels_last"]) {
+        const Tensors t = tensors_of(c);
+        work.push_back(layout_transposes(std::llround(t.input + t.weights + t.output)));
+    }
+    return work;
+}
+
+// dX is the convolution running the other way (a transposed one for a plain one, and back) from c_out to c_in
+// channels, with the forward's multiply-adds; dW repeats them over the same tensors; db sums dY (one read).
+std::vector<KernelWork> convolution_backward(const LayerConfig& c) {
+    std::vector<KernelWork> work = {
+        {"convolution", {{"batch", c["batch"]}, {"in_channels", c["out_channels"]}, {"out_channels", c["in_channels"]},
+                         {"in_positions", c["out_positions"]}, {"out_positions", c["in_positions"]},
+                         {"kernel_positions", c["kernel_positions"]}, {"groups", c["groups"]},
+                         {"transposed", 1 - c["transposed"]}, {"bias", 0}, {"channels_last", c["channels_last"]}}},
+        {"convolution", {{"batch", c["batch"]}, {"in_channels", c["in_channels"]}, {"out_channels", c["out_channels"]},
+                         {"in_positions", c["in_positions"]}, {"out_positions", c["out_positions"]},
+                         {"kernel_positions", c["kernel_positions"]}, {"groups", c["groups"]},
+                         {"transposed", c["transposed"]}, {"bias", 0}, {"channels_last", c["channels_last"]}}},
+    };
+    if (c["bias"]) {
+        work.push_back({"add", {{"batch", c["batch"] * c["out_channels"]}, {"features", c["out_positions"]}},
+                        kReductionOfAdd});
+    }
+    return work;
+}
+
+}  // namespace
+
+LayerKind make_convolution() {
+    LayerKind kind;
+    kind.name = "convolution";
+    kind.paper_name = "Convolution";
+    kind.description = "Any other convolution (Conv1d, Conv3d, transposed, dilated, non-square), as its implicit GEMM";
+    kind.parameters = {
+        {"batch", 1, kMaxSize, std::nullopt, "samples per batch"},
+        {"in_channels", 1, kMaxSize, std::nullopt, "input channels c_in"},
+        {"out_channels", 1, kMaxSize, std::nullopt, "output channels c_out"},
+        {"in_positions", 1, kMaxSize, std::nullopt, "input positions per channel (L, H x W or D x H x W)"},
+        {"out_positions", 1, kMaxSize, std::nullopt, "output positions per channel"},
+        {"kernel_positions", 1, kMaxSize, std::nullopt, "kernel taps per channel pair (k, kh x kw, ...)"},
+        {"groups", 1, kMaxSize, 1, "channel groups (in_channels for depthwise)"},
+        {"transposed", 0, 1, 0, "1 for a transposed convolution (ConvTranspose)"},
+        {"bias", 0, 1, 1, "1 if the layer adds a bias"},
+        {"channels_last", 0, 1, 0, "1 if its tensors are in a channels-last memory format"},
+    };
+    kind.validate = validate_convolution;
+    kind.cost = convolution_cost;
+    kind.forward_kernels = convolution_forward;
+    kind.backward_kernels = convolution_backward;
+    kind.tensor_cores = TensorCores::convolution;
+    kind.tensor_core_kernels = convolution_tensor_core_kernels;
+    return kind;
+}
+
+}  // namespace prenet::kinds

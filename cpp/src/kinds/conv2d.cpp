@@ -33,31 +33,12 @@ std::vector<double> conv2d_derived(const LayerConfig& c) {
 }
 
 LayerCost conv2d_cost(const LayerConfig& c, double bytes_per_element) {
-    const double b = c["batch"], cin = c["in_channels"], cout = c["out_channels"];
-    const double k = c["kernel_size"], groups = c["groups"];
-    const double h = c["height"], w = c["width"];
+    const double b = c["batch"], cin = c["in_channels"], cout = c["out_channels"], k = c["kernel_size"];
     const double hout = conv_output_size(c["height"], c["kernel_size"], c["stride"], c["padding"]);
     const double wout = conv_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"]);
-    const double bias = c["bias"] ? 1.0 : 0.0;
-    const double weights = cout * (cin / groups) * k * k;
-    const double input = b * cin * h * w;
-    const double output = b * cout * hout * wout;
-    const double macs = output * (cin / groups) * k * k;  // one multiply-add per weight per output element
-    LayerCost cost;
-    cost.paper_operations = b * hout * wout * k * k * cin * cout;  // PreNeT eq. 3 (no groups)
-    cost.memory_weights = k * k * cin * cout;                     // PreNeT eq. 10 with D_in = k*k*c_in
-    cost.memory_input = input;                                    // PreNeT eq. 11: B * c_in * h * w
-    cost.memory_output = output;                                  // PreNeT eq. 12: B * c_out * h_out * w_out
-    cost.parameters = weights + bias * cout;
-    cost.parameter_tensors = 1 + bias;
-    cost.forward_flops = 2 * macs + bias * output;
-    // Input gradient (transposed convolution) and weight gradient each repeat the forward MACs; db sums dY.
-    cost.backward_flops = 4 * macs + bias * output;
-    cost.forward_bytes = bytes_per_element * (input + weights + bias * cout + output);
-    // dX reads dY, W, writes dX; dW reads dY, X, writes dW; db reads dY, writes db.
-    cost.backward_bytes = bytes_per_element * ((output + weights + input) + (output + input + weights) +
-                                               bias * (output + cout));
-    return cost;
+    return convolution_cost({b * cin * c["height"] * c["width"], cout * (cin / c["groups"]) * k * k,
+                             b * cout * hout * wout, b * hout * wout, k * k, cin, cout, c["bias"] != 0},
+                            bytes_per_element);
 }
 
 // dX is a transposed convolution with the channel counts swapped and the forward's multiply-adds: taken as a
@@ -82,7 +63,7 @@ std::vector<KernelWork> conv2d_backward(const LayerConfig& c) {
     return work;
 }
 
-// On tensor cores a convolution is its implicit GEMM (implicit_gemm.cpp). Our GPU predictor learned CUDA-core
+// On tensor cores a convolution is its implicit GEMM (convolution_work.cpp). Our GPU predictor learned CUDA-core
 // kernels, for 3x3 convolutions mostly Winograd, which needs fewer multiplies than the GEMM (a median 1.04-1.13x
 // the FP32 peak counted in direct FLOPs, NeuSight set) and does not carry over. Tensors already in channels_last
 // (NHWC) format need no transposes. Grouped and depthwise convolutions keep their own kernels.

@@ -1,5 +1,5 @@
 // Any convolution the two-dimensional kind does not describe exactly (torch.nn.Conv1d and Conv3d, transposed and
-// dilated convolutions, non-square kernels), by the work it does: the implicit GEMM of implicit_gemm.cpp. No
+// dilated convolutions, non-square kernels), by the work it does: the implicit GEMM of convolution_work.cpp. No
 // predictor of its own: timed as that GEMM by the linear predictor, on tensor cores where cuDNN would use them.
 #include <cmath>
 #include <stdexcept>
@@ -24,40 +24,16 @@ std::int64_t gemm_rows(const LayerConfig& c) {
     return c["batch"] * (c["transposed"] ? c["in_positions"] : c["out_positions"]);
 }
 
-// Elements of the input, the weights (c_out x c_in/groups x kernel; c_in x c_out/groups x kernel transposed) and
-// the output.
-struct Tensors {
-    double input, weights, output;
-};
-
-Tensors tensors_of(const LayerConfig& c) {
-    const double cin = c["in_channels"], cout = c["out_channels"];
-    return {static_cast<double>(c["batch"]) * cin * c["in_positions"],
-            cin * cout / static_cast<double>(c["groups"]) * c["kernel_positions"],
-            static_cast<double>(c["batch"]) * cout * c["out_positions"]};
+// Weights: c_out x c_in/groups x kernel (c_in x c_out/groups x kernel transposed).
+ConvolutionSizes sizes_of(const LayerConfig& c) {
+    const double cin = c["in_channels"], cout = c["out_channels"], batch = c["batch"];
+    return {batch * cin * c["in_positions"], cin * cout / static_cast<double>(c["groups"]) * c["kernel_positions"],
+            batch * cout * c["out_positions"], static_cast<double>(gemm_rows(c)),
+            static_cast<double>(c["kernel_positions"]), cin, cout, c["bias"] != 0};
 }
 
-LayerCost convolution_cost(const LayerConfig& c, double bytes_per_element) {
-    const double cin = c["in_channels"], cout = c["out_channels"];
-    const double taps = c["kernel_positions"], bias = c["bias"] ? 1.0 : 0.0;
-    const auto [input, weights, output] = tensors_of(c);
-    // One multiply-add per weight per GEMM row (PyTorch's Conv and ConvTranspose documentation).
-    const double macs = static_cast<double>(gemm_rows(c)) * weights;
-    LayerCost cost;
-    cost.paper_operations = static_cast<double>(gemm_rows(c)) * taps * cin * cout;  // PreNeT eq. 3 (no groups)
-    cost.memory_weights = taps * cin * cout;                                        // PreNeT eq. 10
-    cost.memory_input = input;                                                      // PreNeT eq. 11
-    cost.memory_output = output;                                                    // PreNeT eq. 12
-    cost.parameters = weights + bias * cout;
-    cost.parameter_tensors = 1 + bias;
-    cost.forward_flops = 2 * macs + bias * output;
-    // Input and weight gradients each repeat the forward's multiply-adds; db sums dY.
-    cost.backward_flops = 4 * macs + bias * output;
-    cost.forward_bytes = bytes_per_element * (input + weights + bias * cout + output);
-    // dX reads dY, W, writes dX; dW reads dY, X, writes dW; db reads dY, writes db.
-    cost.backward_bytes = bytes_per_element * ((output + weights + input) + (output + input + weights) +
-                                               bias * (output + cout));
-    return cost;
+LayerCost convolution_layer_cost(const LayerConfig& c, double bytes_per_element) {
+    return convolution_cost(sizes_of(c), bytes_per_element);
 }
 
 // One GEMM for all groups, block-diagonal (each group's columns read only its own taps): the exact multiply-adds
@@ -83,8 +59,8 @@ std::vector<KernelWork> convolution_tensor_core_kernels(const LayerConfig& c) {
     if (c["groups"] != 1) return {};
     std::vector<KernelWork> work = convolution_forward(c);
     if (!c["channels_last"]) {
-        const Tensors t = tensors_of(c);
-        work.push_back(layout_transposes(std::llround(t.input + t.weights + t.output)));
+        const ConvolutionSizes s = sizes_of(c);
+        work.push_back(layout_transposes(std::llround(s.input + s.weights + s.output)));
     }
     return work;
 }
@@ -129,7 +105,7 @@ LayerKind make_convolution() {
         {"channels_last", 0, 1, 0, "1 if its tensors are in a channels-last memory format"},
     };
     kind.validate = validate_convolution;
-    kind.cost = convolution_cost;
+    kind.cost = convolution_layer_cost;
     kind.forward_kernels = convolution_forward;
     kind.backward_kernels = convolution_backward;
     kind.tensor_cores = TensorCores::convolution;

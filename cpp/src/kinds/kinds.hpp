@@ -24,9 +24,17 @@ LayerKind make_pointwise(Pointwise op);
 LayerKind make_bmm();
 LayerKind make_convolution();
 
-// A convolution's implicit GEMM, (rows x inner) by (inner x columns), as a linear kernel (implicit_gemm.cpp).
+// The sizes a convolution's cost follows from, whatever its dimensions (convolution_work.cpp): elements of its
+// input, weights and output; rows of its implicit GEMM (the batch's output positions; a transposed convolution's
+// input positions); kernel taps per channel pair; channels; whether it adds a bias.
+struct ConvolutionSizes {
+    double input, weights, output, gemm_rows, taps, in_channels, out_channels;
+    bool bias;
+};
+LayerCost convolution_cost(const ConvolutionSizes& sizes, double bytes_per_element);
+// A convolution's implicit GEMM, (rows x inner) by (inner x columns), as a linear kernel (convolution_work.cpp).
 KernelWork implicit_gemm(std::int64_t rows, std::int64_t inner, std::int64_t columns, std::int64_t bias);
-// The NCHW <-> NHWC transposes of `elements` elements around a tensor-core convolution (implicit_gemm.cpp).
+// The NCHW <-> NHWC transposes of `elements` elements around a tensor-core convolution (convolution_work.cpp).
 KernelWork layout_transposes(std::int64_t elements);
 
 // Upper bound for sizes: large enough for any real layer, small enough that counts stay exact in a double.

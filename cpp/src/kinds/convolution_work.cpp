@@ -1,0 +1,41 @@
+// What any convolution does, whatever its dimensions: its cost from its sizes, and the implicit GEMM cuDNN runs
+// it as (NVIDIA, "Convolutional Layers User's Guide", convolution algorithms): rows are the batch's output
+// positions, the inner dimension the taps each output reads (c_in / groups x kernel positions), columns c_out; on
+// tensor cores on NHWC tensors, so that PyTorch's NCHW ones are transposed there and back (same guide, "Tensor
+// Layouts in Memory").
+#include "kinds.hpp"
+
+namespace prenet::kinds {
+
+LayerCost convolution_cost(const ConvolutionSizes& s, double bytes_per_element) {
+    const double bias = s.bias ? 1.0 : 0.0;
+    const double macs = s.gemm_rows * s.weights;  // one multiply-add per weight per GEMM row
+    LayerCost cost;
+    cost.paper_operations = s.gemm_rows * s.taps * s.in_channels * s.out_channels;  // PreNeT eq. 3 (no groups)
+    cost.memory_weights = s.taps * s.in_channels * s.out_channels;  // PreNeT eq. 10 with D_in = taps * c_in
+    cost.memory_input = s.input;                                    // PreNeT eq. 11
+    cost.memory_output = s.output;                                  // PreNeT eq. 12
+    cost.parameters = s.weights + bias * s.out_channels;
+    cost.parameter_tensors = 1 + bias;
+    cost.forward_flops = 2 * macs + bias * s.output;
+    // Input gradient (the convolution the other way) and weight gradient each repeat the forward's multiply-adds;
+    // db sums dY.
+    cost.backward_flops = 4 * macs + bias * s.output;
+    cost.forward_bytes = bytes_per_element * (s.input + s.weights + bias * s.out_channels + s.output);
+    // dX reads dY, W, writes dX; dW reads dY, X, writes dW; db reads dY, writes db.
+    cost.backward_bytes = bytes_per_element * ((s.output + s.weights + s.input) + (s.output + s.input + s.weights) +
+                                               bias * (s.output + s.out_channels));
+    return cost;
+}
+
+KernelWork implicit_gemm(std::int64_t rows, std::int64_t inner, std::int64_t columns, std::int64_t bias) {
+    return {"linear", {{"batch", 1}, {"seq_len", rows}, {"in_features", inner}, {"out_features", columns},
+                       {"bias", bias}}};
+}
+
+// A read and a write of each element: 2/3 of an add's passes.
+KernelWork layout_transposes(std::int64_t elements) {
+    return {"add", {{"batch", 1}, {"features", elements}}, kUnaryElementPasses / kBinaryElementPasses};
+}
+
+}  // namespace prenet::kinds

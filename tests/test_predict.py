@@ -73,6 +73,31 @@ def test_functional_operations_are_counted_not_dropped():
     assert len(ops[ops["phase"] == "backward"]) > 5
 
 
+class Residual(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem, self.branch = nn.Linear(64, 64), nn.Linear(64, 64)
+
+    def forward(self, x):
+        hidden = self.stem(x)
+        return hidden + torch.relu(self.branch(hidden))
+
+
+def test_the_tables_count_each_operator_by_the_kernel_it_runs():
+    """A backward product is one GEMM (2 x rows x in x out FLOPs), not a linear layer's whole backward, and a
+    gradient add in the backward phase runs an add kernel (not an add layer's free backward)."""
+    model = nn.Sequential(nn.Linear(64, 128, bias=False), nn.ReLU(), nn.Linear(128, 32, bias=False))
+    estimate = prenet.predict(model, batch=16, gpu="V100", input_shape=(64,))
+    products = estimate.ops[estimate.ops["kind"] == "linear"]
+    assert sorted(products["flops"]) == sorted([2 * 16 * 64 * 128] * 2 + [2 * 16 * 128 * 32] * 3)  # no dX first
+    layers = estimate.layers.set_index("name")
+    assert layers.loc["0", "flops"] == 2 * (2 * 16 * 64 * 128) and layers.loc["2", "flops"] == 3 * (2 * 16 * 128 * 32)
+    ops = prenet.predict(Residual(), batch=16, gpu="V100", input_shape=(64,)).ops
+    # the hidden state feeds the branch and the sum: autograd adds its two gradients
+    adds = ops[(ops["phase"] == "backward") & (ops["kind"] == "add") & (ops["how"] != "traffic")]
+    assert len(adds) == 1 and adds["flops"].item() == 16 * 64 and adds["bytes"].item() == 3 * 4 * 16 * 64
+
+
 def test_shapes_extrapolated_from_small_batches_match_a_trace_at_the_batch():
     model = SmallCnn()
     make = lambda b: torch.randn(b, 3, 16, 16)  # noqa: E731

@@ -327,7 +327,7 @@ def _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, cos
         return [{"module": owner, "phase": op.phase, "op": op.name, "kind": w.kind if w else None,
                  "how": b, "inputs": op.inputs, "outputs": op.outputs, "module_input": op.module_input, "ms": t,
                  "host_ms": 1e-3 * h,
-                 "config": w.config if w else None, "count": w.count if w else 0}
+                 "config": w.config if w else None, "part": w.part if w else None, "count": w.count if w else 0}
                 for op, w, t, b, owner, h in zip(ops, works, ms, basis, _owners(ops, works), host_us)]
 
     spread = (np.append(_tensor_core_spread(works, ms, native, catalog, device, OPTIMIZERS[optimizer], precision,
@@ -366,9 +366,10 @@ def _layers_table(rows, catalog, device, step_ms):
             if key not in known:
                 known[key] = core().layer_features(row["kind"], row["config"], catalog, device)
             features = known[key]
-            part = "forward" if row["phase"] == "forward" and row["how"] != "traffic" else "backward"
+            # the pass of its kind the op runs (an add in the backward phase runs an add's forward kernel)
+            part = row["part"]
             flops.append(row["count"] * features[f"{part}_flops"] if row["how"] != "traffic" else 0.0)
-            bytes_.append(row["count"] * features["forward_bytes" if row["how"] == "traffic" else f"{part}_bytes"])
+            bytes_.append(row["count"] * features[f"{part}_bytes"])
         else:
             flops.append(0.0)
             bytes_.append(0.0)

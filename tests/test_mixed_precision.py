@@ -1,5 +1,7 @@
 """bf16/fp16 autocast: the trace replays CUDA autocast's casts, and the costing uses 2-byte tensors and the
 catalog's tensor-core rates."""
+import copy
+
 import pytest
 import torch
 import torch.nn as nn
@@ -62,10 +64,12 @@ def test_traffic_counts_bytes_at_each_tensors_element_size():
     narrow = Op("forward", "relu.default", [(1000,)], [(1000,)], ["<tensor>"], "", "bfloat16",
                 ["bfloat16"], ["bfloat16"])
     wide = Op("forward", "relu.default", [(1000,)], [(1000,)], ["<tensor>"], "", "float32")
-    assert op_costs.work_of(narrow).narrow and not op_costs.work_of(wide).narrow
+    half = Op("forward", "relu.default", [(1000,)], [(1000,)], ["<tensor>"], "", "float16", ["float16"], ["float16"])
+    assert (op_costs.work_of(narrow).narrow, op_costs.work_of(half).narrow, op_costs.work_of(wide).narrow) == (
+        "bf16", "fp16", "")
     mixed = Op("forward", "add.Tensor", [(1000,), (1000,)], [(1000,)], ["<tensor>", "<tensor>"], "", "bfloat16",
                ["bfloat16", "float32"], ["float32"])
-    assert not op_costs.runs_narrow(mixed)  # mostly 4-byte tensors
+    assert op_costs.narrow_precision(mixed) == ""  # mostly 4-byte tensors
 
 
 def test_mixed_precision_is_faster_where_tensor_cores_are_and_keeps_the_update_in_fp32():
@@ -89,6 +93,26 @@ def test_mixed_precision_is_faster_where_tensor_cores_are_and_keeps_the_update_i
     relu = dict(batch=64, seq_len=128, features=4096)
     assert prenet.predict_layer("relu", gpu="H100", precision="fp16", **relu) < prenet.predict_layer(
         "relu", gpu="H100", **relu)
+
+
+def test_a_model_kept_in_a_two_byte_type_runs_kernels_of_that_type():
+    """model.half() or .to(torch.bfloat16), trained without autocast: its products run in that type (as fast as
+    under autocast, whose products are the same), on GPUs that have it; elsewhere a clear error."""
+    model = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 1024))
+
+    def products_ms(m, precision):
+        ops = prenet.predict(m, batch=64, gpu="A100", input_shape=(128, 1024), precision=precision).ops
+        return sorted(ops.loc[ops["kind"] == "linear", "ms"])
+
+    autocast = products_ms(model, "fp16")
+    assert products_ms(copy.deepcopy(model).half(), "fp32") == pytest.approx(autocast, rel=1e-9)
+    assert products_ms(copy.deepcopy(model).to(torch.bfloat16), "fp32") == pytest.approx(products_ms(model, "bf16"),
+                                                                                         rel=1e-9)
+    assert sum(products_ms(model, "fp32")) > 5 * sum(autocast)
+    with pytest.raises(prenet.UnsupportedPrecision, match="the model's weights are bfloat16: .*V100.* no bf16 rate"):
+        prenet.predict(copy.deepcopy(model).to(torch.bfloat16), batch=4, gpu="V100", input_shape=(8, 1024))
+    with pytest.raises(ValueError, match="the model's weights are float16: .*GPUs only"):
+        prenet.predict(copy.deepcopy(model).half(), batch=4, gpu="cpu", input_shape=(8, 1024))
 
 
 def test_compare_all_in_bf16_leaves_out_gpus_without_it_and_says_so():

@@ -3,6 +3,7 @@ import json
 import math
 import shutil
 
+import numpy as np
 import pytest
 import torch
 import torch.nn as nn
@@ -199,6 +200,36 @@ def test_tf32_puts_matmuls_on_tensor_cores_where_the_gpu_has_them():
 def test_bad_input_is_named(kwargs, error, message):
     with pytest.raises(error, match=message):
         prenet.predict(SmallCnn(), **{**dict(batch=4, gpu="V100", input_shape=(3, 16, 16)), **kwargs})
+
+
+class TwoInputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.left, self.right = nn.Linear(8, 4), nn.Linear(6, 4)
+
+    def forward(self, left, right):
+        return self.left(left) * self.right(right)
+
+
+def test_inputs_may_be_a_tensor_a_tuple_or_a_dict_and_shapes_any_integer_sizes():
+    model = TwoInputs()
+    positional = (torch.randn(1, 8), torch.randn(1, 6))
+    keyword = {"left": positional[0], "right": positional[1]}
+    by_tuple = prenet.predict(model, batch=16, gpu="V100", example_input=positional)
+    by_dict = prenet.predict(model, batch=16, gpu="V100", example_input=keyword)
+    assert by_tuple.step_seconds == by_dict.step_seconds
+    assert set(by_tuple.layers.set_index("name").loc[["left", "right"], "input_shape"]) == {(16, 8), (16, 6)}
+    measured = prenet.measure(model, batch=4, example_input=positional, device="cpu", dataset_size=8)
+    assert measured.iterations == 2 and measured.epoch_seconds > 0
+    single = nn.Linear(8, 2)
+    times = {prenet.predict(single, batch=4, gpu="V100", input_shape=shape).step_seconds
+             for shape in (8, (8,), [8], torch.Size([8]), (np.int64(8),))}
+    assert len(times) == 1
+    for shape in ("8", (8.0,), (True,)):
+        with pytest.raises(TypeError, match="input_shape must be a tuple of integer sizes"):
+            prenet.predict(single, batch=4, gpu="V100", input_shape=shape)
+    with pytest.raises(TypeError, match="example_input must be a tensor, a tuple of tensors or a dict of tensors"):
+        prenet.predict(single, batch=4, gpu="V100", example_input=[1.0, 2.0])
 
 
 def test_not_a_model_is_a_type_error():

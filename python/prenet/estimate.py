@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from . import host_calibration, host_cost, launch_gap, launch_queue, op_costs, op_trace, uncertainty
 from ._native import core
 from .catalog import host_catalog, unmeasured_host_warning
+from .model_inputs import input_maker
 from .model_state import in_mode
 from .predictors import (MIXED_PRECISIONS, PACKAGED_UNSEEN_BUNDLE, check_precision, gpu_bundle_folder,
                          learned_timing, resolve)
@@ -104,36 +105,6 @@ class Estimate:
         return ax
 
 
-def _input_maker(model, input_shape, example_input):
-    """make_inputs(b, device): a batch of b samples on `device` ("cpu" or "meta"), from an example (its first
-    sample repeated) or a shape."""
-    import torch
-
-    from .meta_model import channels_last, to_meta
-
-    if example_input is not None:
-        def repeat(tensor, b, device):
-            if not isinstance(tensor, torch.Tensor) or tensor.dim() == 0:
-                raise TypeError("example_input must be a tensor or a dict of tensors with a batch dimension first")
-            first = to_meta(tensor[:1]) if device == "meta" else tensor[:1]
-            batch = first.repeat((b,) + (1,) * (tensor.dim() - 1))
-            # an NHWC example stays NHWC (repeat lays its result out plainly)
-            return batch.contiguous(memory_format=torch.channels_last) if channels_last(tensor) else batch
-
-        if isinstance(example_input, dict):
-            return lambda b, device="cpu": {key: repeat(value, b, device) for key, value in example_input.items()}
-        if isinstance(example_input, torch.Tensor):
-            return lambda b, device="cpu": repeat(example_input, b, device)
-        raise TypeError(f"example_input must be a tensor or a dict of tensors, got {type(example_input).__name__}")
-    if input_shape is None:
-        raise ValueError("give input_shape (without the batch dimension, e.g. (3, 224, 224)) or example_input")
-    shape = tuple(int(s) for s in input_shape)
-    if not shape or any(s < 1 for s in shape):
-        raise ValueError(f"input_shape {shape} must be non-empty sizes >= 1")
-    return lambda b, device="cpu": (torch.empty((b,) + shape, device="meta") if device == "meta" else
-                                    torch.randn((b,) + shape))
-
-
 def epoch_batches(batch, dataset_size):
     """The batch sizes of an epoch in order: ceil(dataset_size / batch) steps, the last one at the remainder."""
     return [batch] * (dataset_size // batch) + ([dataset_size % batch] if dataset_size % batch else [])
@@ -158,10 +129,11 @@ def _check(model, batch, dataset_size, optimizer, precision=None):
 
 
 def _op_precision(work, precision):
-    """The precision an op's kernels run in within a step of `precision`: the step's mixed type for ops on 2-byte
-    tensors, for the rest PyTorch's fp32 rules as the step sets them (its defaults, strict fp32, or TF32 matmuls)."""
-    if work.narrow and precision in MIXED_PRECISIONS:
-        return precision
+    """The precision an op's kernels run in within a step of `precision`: for ops on 2-byte tensors their type
+    (the step's mixed type under autocast, or that of a model kept in bf16 or fp16), for the rest PyTorch's fp32
+    rules as the step sets them (its defaults, strict fp32, or TF32 matmuls)."""
+    if work.narrow:
+        return work.narrow
     return precision if precision in ("fp32_strict", "tf32") else "fp32"
 
 
@@ -415,7 +387,7 @@ def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None
     or "cpu", prenet.op_trace): what predict costs on a device, traced once (prenet.compare reuses it for every
     GPU); under a mixed precision, forward and loss are traced with CUDA autocast's casts
     (prenet.autocast_policy)."""
-    make_inputs = _input_maker(model, input_shape, example_input)
+    make_inputs = input_maker(model, input_shape, example_input)
     sizes = epoch_batches(batch, dataset_size)
     with in_mode(model, True):  # a training step, as the model's own train() sets it up
         ops, how = op_trace.trace_batches(model, make_inputs, sorted(set(sizes)), precision in MIXED_PRECISIONS)
@@ -424,8 +396,13 @@ def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None
 
 def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", precision="fp32", bundle=None):
     """The Estimate of a traced model (trace_steps) on `gpu`; UnsupportedPrecision where the GPU lacks the
-    precision's type."""
+    precision's type, or that of the model's own 2-byte weights."""
     check_precision(precision, gpu)
+    for dtype in sorted({op_trace.dtype_names[p.dtype] for p in model.parameters()} & op_costs.NARROW_FLOATS.keys()):
+        try:  # their operators run kernels of that type (prenet.op_costs.narrow_precision)
+            check_precision(op_costs.NARROW_FLOATS[dtype], gpu)
+        except ValueError as error:
+            raise type(error)(f"the model's weights are {dtype}: {error}") from None
     native, catalog, device = resolve(gpu, bundle)
     on_gpu = catalog is not host_catalog()
     calibrated = isinstance(native, host_calibration.CalibratedBundle)

@@ -13,8 +13,9 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from .estimate import _check, _input_maker, epoch_batches
+from .estimate import _check, epoch_batches
 from .host_cost import cpu_model
+from .model_inputs import call, input_maker, map_tensors
 from .model_state import model_kept
 from .predictors import check_precision
 
@@ -154,9 +155,9 @@ def _timed_epochs(model, device, sizes, input_shape, example_input, optimizer, p
     batches of `sizes` (epoch_batches)."""
     import torch
 
-    make_inputs = _input_maker(model, input_shape, example_input)
+    make_inputs = input_maker(model, input_shape, example_input)
     data = make_inputs(sum(sizes))  # resident on the device, consumed in order
-    data = {k: v.to(device) for k, v in data.items()} if isinstance(data, dict) else data.to(device)
+    data = map_tensors(lambda tensor: tensor.to(device), data)
     opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     scaler = torch.cuda.amp.GradScaler() if precision == "fp16" and device.type == "cuda" else None
@@ -168,12 +169,11 @@ def _timed_epochs(model, device, sizes, input_shape, example_input, optimizer, p
     def epoch():
         start = 0
         for size in sizes:
-            chunk = ({k: v[start:start + size] for k, v in data.items()} if isinstance(data, dict)
-                     else data[start:start + size])
+            chunk = map_tensors(lambda tensor: tensor[start:start + size], data)
             start += size
             opt.zero_grad(set_to_none=True)
             with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
-                output = model(**chunk) if isinstance(chunk, dict) else model(chunk)
+                output = call(model, chunk)
                 loss = _loss(output)
             if scaler:
                 scaler.scale(loss).backward()

@@ -109,10 +109,10 @@ def meta_twin(tensor):
 
 
 def to_meta(value):
-    """A tensor, or a dict of tensors, as meta tensors of the same shapes and dtypes."""
-    if isinstance(value, dict):
-        return {key: to_meta(item) for key, item in value.items()}
-    return value.to("meta") if isinstance(value, torch.Tensor) else value
+    """A model's inputs (prenet.model_inputs) as meta tensors of the same shapes and dtypes."""
+    from .model_inputs import map_tensors
+
+    return map_tensors(lambda tensor: tensor.to("meta"), value)
 
 
 @contextlib.contextmanager

@@ -11,6 +11,7 @@ import math
 
 from .catalog import find_gpu
 from .layers import layer_features
+from .model_inputs import call, input_maker, map_tensors
 from .model_state import in_mode
 
 
@@ -153,18 +154,10 @@ def _batch_dim(module):
 
 
 def _example_input(model, input_shape, example_input):
-    import torch
-
-    if example_input is not None:
-        return example_input
-    if input_shape is None:
-        raise ValueError("give input_shape (without the batch dimension, e.g. (3, 224, 224)) or example_input")
-    shape = tuple(int(s) for s in input_shape)
-    if any(s < 1 for s in shape):
-        raise ValueError(f"input_shape {shape} has a size below 1")
+    """A batch-1 input on the model's device: the example's first sample, or random values of `input_shape`."""
     parameter = next(model.parameters(), None)
     device = parameter.device if parameter is not None else "cpu"
-    return torch.randn((1,) + shape, device=device)
+    return map_tensors(lambda tensor: tensor.to(device), input_maker(model, input_shape, example_input)(1))
 
 
 def model_features(model, batch=32, gpu="V100", input_shape=None, example_input=None):
@@ -205,12 +198,7 @@ def model_features(model, batch=32, gpu="V100", input_shape=None, example_input=
         # Eval mode keeps batch statistics and dropout out of the walk; gradients stay enabled because
         # torch's fused inference fast paths (TransformerEncoderLayer, MultiheadAttention) would skip submodules.
         with in_mode(model, False):
-            if isinstance(sample, dict):
-                model(**sample)
-            elif isinstance(sample, (tuple, list)):
-                model(*sample)
-            else:
-                model(sample)
+            call(model, sample)
     except Exception as error:
         where = started[-1] if started else "before any module"
         raise ValueError(f"the model rejected the input (failed in module '{where}'): {error}") from error

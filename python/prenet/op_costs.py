@@ -16,8 +16,8 @@ VIEWS = {"view", "_reshape_alias", "_unsafe_view", "reshape", "t", "transpose", 
          "_to_copy_noop", "new_empty", "new_empty_strided", "expand_as", "view_as", "narrow", "unflatten", "flatten"}
 
 
-# The 2-byte floating types a mixed-precision step runs its narrow kernels in.
-NARROW_FLOATS = {"bfloat16", "float16"}
+# The 2-byte floating types, by the precision their kernels run in.
+NARROW_FLOATS = {"bfloat16": "bf16", "float16": "fp16"}
 # Bytes per element by dtype name as op_trace records it; a dtype not named (or not recorded) counts 4.
 ITEMSIZE = {"float64": 8, "int64": 8, "complex64": 8, "float32": 4, "int32": 4, "bfloat16": 2, "float16": 2,
             "int16": 2, "int8": 1, "uint8": 1, "bool": 1}
@@ -27,13 +27,14 @@ FP32_BYTES = 4
 @dataclass
 class Work:
     """A piece of device work: `part` ("forward" or "backward") of a layer `kind` with `config`, `count` times;
-    `narrow`: it runs on 2-byte floating tensors (autocast), so it is costed in the step's mixed precision."""
+    `narrow`: the precision ("bf16", "fp16") of the 2-byte floating tensors it runs on (under autocast, or in a
+    model whose weights are 2-byte), "" for wider ones; it is costed in that precision."""
     kind: str
     config: dict
     part: str = "forward"
     count: float = 1.0
     how: str = "layer"  # "layer": a layer kind's own predictor; "traffic": elements moved, as an add
-    narrow: bool = False
+    narrow: str = ""
     kernels: int = 1  # library calls the host issues for it, each paying its kind's launch gap
 
 
@@ -59,13 +60,17 @@ def moved_bytes(op):
     return sum(numel(s) * ITEMSIZE.get(d, FP32_BYTES) for s, d in _tensors(op))
 
 
-def runs_narrow(op):
-    """Whether the op's floating tensors are mostly 2-byte ones (by elements): a bf16/fp16 kernel."""
-    if not NARROW_FLOATS.intersection(op.input_dtypes) and not NARROW_FLOATS.intersection(op.output_dtypes):
-        return False
+def narrow_precision(op):
+    """"bf16" or "fp16" where the op's floating tensors are mostly (by elements) of that 2-byte type: a kernel of
+    that type; else ""."""
+    names = [NARROW_FLOATS[d] for d in (*op.input_dtypes, *op.output_dtypes) if d in NARROW_FLOATS]
+    if not names:
+        return ""
     floating = [(numel(s), ITEMSIZE[d]) for s, d in _tensors(op) if d and d.startswith(("float", "bfloat"))]
     elements = sum(n for n, _ in floating)
-    return elements > 0 and sum(n * size for n, size in floating) < 3 * elements
+    if not elements or sum(n * size for n, size in floating) >= 3 * elements:
+        return ""
+    return max(sorted(set(names)), key=names.count)
 
 
 def convolution_work(x, w, out, stride, padding, dilation, transposed, groups, bias, channels_last,
@@ -229,6 +234,6 @@ def work_of(op):
     rule = RULES.get(base)
     found = rule(op) if rule else None
     if found is not None:
-        found.narrow = runs_narrow(op)
+        found.narrow = narrow_precision(op)
         return found
     return traffic(moved_bytes(op) / FP32_BYTES)

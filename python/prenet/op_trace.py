@@ -191,6 +191,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
 
     from .autocast_policy import CudaAutocast
     from .meta_model import to_meta, weights_on_meta
+    from .model_inputs import call
 
     recorder = _recorder(meta, _direct_mode_setter() if direct_mode else None)
     labels = {id(module): name or type(module).__name__ for name, module in model.named_modules()}
@@ -215,7 +216,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
     try:
         with weights_on_meta(model) if meta else contextlib.nullcontext(), recorder:
             with CudaAutocast() if autocast else contextlib.nullcontext():
-                output = model(**inputs) if isinstance(inputs, dict) else model(inputs)
+                output = call(model, inputs)
                 tensor = _first_tensor(output)
                 if tensor is None:
                     raise NotTrainable(f"the model returned no tensor to train on ({type(output).__name__})")

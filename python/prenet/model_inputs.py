@@ -1,0 +1,71 @@
+"""A model's inputs, in the three forms a forward pass takes them: one tensor, a tuple (or list) of positional
+tensors, or a dict of keyword tensors (Hugging Face style). One place makes them (from an example or a shape),
+calls the model on them and maps a function over their tensors, for the trace, the measurement and the feature
+walk alike."""
+import operator
+
+
+def call(model, inputs):
+    """`model` run on `inputs`: model(**inputs) for a dict, model(*inputs) for a tuple or list, else model(inputs)."""
+    if isinstance(inputs, dict):
+        return model(**inputs)
+    if isinstance(inputs, (tuple, list)):
+        return model(*inputs)
+    return model(inputs)
+
+
+def map_tensors(function, inputs):
+    """`inputs` with `function` applied to each tensor in it (other values, such as a flag, are kept)."""
+    import torch
+
+    if isinstance(inputs, dict):
+        return {key: map_tensors(function, value) for key, value in inputs.items()}
+    if isinstance(inputs, (tuple, list)):
+        return type(inputs)(map_tensors(function, value) for value in inputs)
+    return function(inputs) if isinstance(inputs, torch.Tensor) else inputs
+
+
+def tensors(inputs):
+    """The tensors of `inputs`, in order."""
+    found = []
+    map_tensors(found.append, inputs)
+    return found
+
+
+def input_maker(model, input_shape, example_input):
+    """make_inputs(b, device): a batch of b samples on `device` ("cpu" or "meta"), from an example (a tensor, a
+    tuple of positional tensors or a dict of keyword tensors, each with its batch dimension first: its first
+    sample repeated) or a shape (random values in the dtype of the model's floating-point weights)."""
+    import torch
+
+    from .meta_model import channels_last, to_meta
+
+    if example_input is not None:
+        def repeat(tensor, b, device):
+            if tensor.dim() == 0:
+                raise TypeError("example_input's tensors need a batch dimension first; got a 0-d tensor")
+            first = to_meta(tensor[:1]) if device == "meta" else tensor[:1]
+            batch = first.repeat((b,) + (1,) * (tensor.dim() - 1))
+            # an NHWC example stays NHWC (repeat lays its result out plainly)
+            return batch.contiguous(memory_format=torch.channels_last) if channels_last(tensor) else batch
+
+        if not isinstance(example_input, (torch.Tensor, tuple, list, dict)) or not tensors(example_input):
+            raise TypeError("example_input must be a tensor, a tuple of tensors or a dict of tensors, got "
+                            f"{type(example_input).__name__}")
+        return lambda b, device="cpu": map_tensors(lambda tensor: repeat(tensor, b, device), example_input)
+    if input_shape is None:
+        raise ValueError("give input_shape (without the batch dimension, e.g. (3, 224, 224)) or example_input")
+    # sizes: integers of any integer type (a torch.Size, numpy integers); one integer for one dimension
+    sizes = input_shape if isinstance(input_shape, (tuple, list)) else (input_shape,)
+    try:
+        if any(isinstance(s, bool) for s in sizes):
+            raise TypeError
+        shape = tuple(operator.index(s) for s in sizes)
+    except TypeError:
+        raise TypeError("input_shape must be a tuple of integer sizes without the batch dimension, such as "
+                        f"(3, 224, 224), got {input_shape!r}") from None
+    if not shape or any(s < 1 for s in shape):
+        raise ValueError(f"input_shape {shape} must be non-empty sizes >= 1")
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    return lambda b, device="cpu": (torch.empty((b,) + shape, device="meta", dtype=dtype) if device == "meta" else
+                                    torch.randn((b,) + shape, dtype=dtype))

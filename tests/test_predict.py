@@ -421,3 +421,31 @@ def test_cpu_estimates_say_when_this_machine_is_not_the_measured_host(monkeypatc
         warnings.simplefilter("error")
         prenet.predict(SmallCnn(), batch=4, gpu="cpu", input_shape=(3, 16, 16), dataset_size=8)
         prenet.predict(SmallCnn(), batch=4, gpu="T4", input_shape=(3, 16, 16), dataset_size=8)
+
+
+MODEL_FILE = '''
+import torch.nn as nn
+from {helper} import WIDTH
+
+
+def build():
+    return nn.Sequential(nn.Linear(WIDTH, 32), nn.ReLU(), nn.Linear(32, 2))
+'''
+
+
+def test_command_line_models_come_from_a_file_or_a_module_beside_the_user(run_prenet, tmp_path, monkeypatch):
+    from prenet.models import build_model
+
+    (tmp_path / "width_of_user_net.py").write_text("WIDTH = 12\n")
+    (tmp_path / "user_net.py").write_text(MODEL_FILE.format(helper="width_of_user_net"))
+    monkeypatch.chdir(tmp_path)
+    for spec in (str(tmp_path / "user_net.py") + ":build", "user_net.py:build", "user_net:build"):
+        model, inputs = build_model(spec, (12,))
+        assert model[0].in_features == 12 and inputs == {"input_shape": (12,)}, spec
+    with pytest.raises(ValueError, match="no file 'absent.py'"):
+        build_model("absent.py:build")
+    with pytest.raises(ValueError, match="cannot import 'absent_module' .*a file path ending in .py"):
+        build_model("absent_module:build")
+    done = run_prenet("predict", "user_net.py:build", "--gpu", "A100", "--batch", "8", "--input-shape", "12", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["step_seconds"] > 0

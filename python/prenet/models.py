@@ -1,7 +1,13 @@
 """Models named on the command line: "torchvision:resnet50", "prenet:bert_base" / "prenet:gpt2" (the
-plain-PyTorch reference models, fed token ids) or "package.module:factory"."""
+plain-PyTorch reference models, fed token ids), "package.module:factory" (importable from the working directory,
+as `python -m` imports) or "path/to/file.py:factory"."""
+import contextlib
 import difflib
 import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
 
 # Input shape (without batch) that torchvision's classification models expect.
 TORCHVISION_INPUT_SHAPE = (3, 224, 224)
@@ -39,8 +45,8 @@ def build_model(spec, input_shape=None):
     """(model, keyword arguments of prenet.predict / measure that give its input) for a spec such as
     "torchvision:vgg16"; `input_shape` (without the batch) overrides the model's default input."""
     if ":" not in spec:
-        raise ValueError(f"model spec '{spec}' must look like 'torchvision:resnet50', 'prenet:gpt2' or "
-                         "'package.module:factory'")
+        raise ValueError(f"model spec '{spec}' must look like 'torchvision:resnet50', 'prenet:gpt2', "
+                         "'package.module:factory' or 'path/to/file.py:factory'")
     source, name = spec.split(":", 1)
     if source == "prenet":
         return _reference(name, input_shape)
@@ -53,11 +59,38 @@ def build_model(spec, input_shape=None):
             hint = f"closest: {', '.join(closest)}; " if closest else ""
             raise ValueError(f"torchvision has no model '{name}'; {hint}available: {', '.join(known)}")
         return getattr(tvm, name)(weights=None), {"input_shape": input_shape or TORCHVISION_INPUT_SHAPE}
-    try:
-        module = importlib.import_module(source)
-    except ImportError as error:
-        raise ValueError(f"cannot import '{source}' for model spec '{spec}': {error}") from error
+    module = _user_module(source, spec)
     factory = getattr(module, name, None)
     if factory is None:
         raise ValueError(f"module '{source}' has no attribute '{name}'")
     return factory(), {"input_shape": input_shape}
+
+
+@contextlib.contextmanager
+def _working_directory_importable():
+    """The working directory first on the import path within the block (a console script's own folder is there
+    instead)."""
+    sys.path.insert(0, os.getcwd())
+    try:
+        yield
+    finally:
+        sys.path.remove(os.getcwd())
+
+
+def _user_module(source, spec):
+    """The module of a "module:factory" spec: a Python file by its path, or a module by its dotted name."""
+    if source.endswith(".py"):
+        path = Path(source)
+        if not path.is_file():
+            raise ValueError(f"model spec '{spec}': no file '{source}'")
+        loader = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(loader)
+        with _working_directory_importable():  # the file may import its neighbours
+            loader.loader.exec_module(module)
+        return module
+    try:
+        with _working_directory_importable():
+            return importlib.import_module(source)
+    except ImportError as error:
+        raise ValueError(f"cannot import '{source}' for model spec '{spec}' (a module importable from here, or a "
+                         f"file path ending in .py): {error}") from error

@@ -171,8 +171,14 @@ def test_an_unreachable_target_is_said_so():
     model = small_model()
     prediction = prenet.predict_steps(model, small_data("cross_entropy"), lr=0.01, batch=5, target_loss=1e-6,
                                       max_steps=50)
-    assert prediction.steps is None
-    assert "does not reach 1e-06 within 50 steps" in repr(prediction)
+    assert prediction.steps is None and not prediction.rises
+    assert f"does not reach 1e-06 within 50 steps (lowest predicted loss {prediction.curve.min():.4g})" in repr(
+        prediction)
+    # far too large a learning rate: the loss rises, and the statement says why the target is not reached
+    diverging = prenet.predict_steps(model, small_data("cross_entropy"), lr=500.0, batch=5, target_loss=1e-6,
+                                     max_steps=50, kernel=prediction.kernel)
+    assert diverging.rises and diverging.curve[-1] > diverging.curve[0]
+    assert "the learning rate is too large for the linearised model" in repr(diverging)
 
 
 def test_projected_kernel_approximates_the_exact_one():
@@ -314,6 +320,10 @@ def test_training_time_chains_steps_with_the_step_time():
     whole, rest = divmod(steps, math.ceil(SAMPLES / 5))
     assert by_target.total_seconds == pytest.approx(whole * estimate.epoch_seconds + rest * estimate.step_seconds)
     assert f"{steps} steps (predicted for loss 0.8" in repr(by_target)
+    unreached = prenet.predict_training(model, data, gpu="V100", batch=5, lr=0.5, target_loss=1e-6, max_steps=50,
+                                        runs=1)
+    assert unreached.steps is None and unreached.total_seconds is None
+    assert "not reached within 50 predicted steps (lowest predicted loss" in repr(unreached)
     on_h100 = prenet.predict_training(model, data, gpu="H100", batch=5, epochs=1)
     assert on_h100.cost == pytest.approx(on_h100.total_seconds / 3600 * 2.95)   # data/gpu_prices.csv
     with pytest.raises(ValueError, match="exactly one of epochs"):

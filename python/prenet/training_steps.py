@@ -61,6 +61,19 @@ class StepsPrediction:
         return sorted(self.subset_curves)
 
     @property
+    def rises(self):
+        """Whether the predicted loss ends above where it starts (SGD at this learning rate diverges)."""
+        return bool(self.curve[-1] > self.curve[0])
+
+    def shortfall(self):
+        """Where the predicted curve gets to, for a target it does not reach: its lowest loss, and why it stops
+        short where the loss rises."""
+        said = f"lowest predicted loss {np.min(self.curve):.4g}"
+        if self.rises:
+            said += f", ending at {self.curve[-1]:.4g}: the learning rate is too large for the linearised model"
+        return said
+
+    @property
     def seconds(self):
         """What the prediction cost: the kernel (nothing when one was passed back in) and the simulation."""
         return self.kernel_seconds + self.simulation_seconds
@@ -75,7 +88,7 @@ class StepsPrediction:
         targets = self.target_loss if isinstance(self.target_loss, list) else [self.target_loss]
         steps = self.steps if isinstance(self.steps, list) else [self.steps]
         said = [f"reaches {target:.4g} after {step} steps" if step is not None else
-                f"does not reach {target:.4g} within {self.max_steps} steps"
+                f"does not reach {target:.4g} within {self.max_steps} steps ({self.shortfall()})"
                 for target, step in zip(targets, steps) if target is not None]
         sizes = self.subset_sizes
         how = (f"extrapolated ({self.extrapolation}) from subsets of {', '.join(map(str, sizes))} to "

@@ -26,7 +26,8 @@ class TrainingTime:
     def __repr__(self):
         if self.steps is None:
             return (f"<prenet training time: the target loss is not reached within "
-                    f"{self.steps_prediction.max_steps} predicted steps; one epoch takes "
+                    f"{self.steps_prediction.max_steps} predicted steps ({self.steps_prediction.shortfall()}); "
+                    "one epoch takes "
                     f"{self.estimate.epoch_seconds:.3f} s on {self.gpu}>")
         where = ("given" if self.steps_prediction is None else
                  f"predicted for loss {self.steps_prediction.target_loss:.4g}")

@@ -48,8 +48,15 @@ def test_bad_requests_are_named():
         prenet.compare(small_model(), gpus=["H1000"], input_shape=(3, 16, 16))
     with pytest.raises(ValueError, match=r"price_per_hour\['T4'\] must be a number >= 0"):
         prenet.compare(small_model(), gpus=["T4"], price_per_hour={"T4": -1}, input_shape=(3, 16, 16))
-    with pytest.raises(ValueError, match='gpus must be "all" or a non-empty list'):
-        prenet.compare(small_model(), gpus="T4", input_shape=(3, 16, 16))
+    with pytest.raises(ValueError, match='gpus must be "all", a GPU name or a non-empty list'):
+        prenet.compare(small_model(), gpus=[], input_shape=(3, 16, 16))
+    with pytest.raises(ValueError, match="unknown GPU 'T4,V100'"):   # a list, not one comma-separated string
+        prenet.compare(small_model(), gpus="T4,V100", input_shape=(3, 16, 16))
+
+
+def test_one_gpu_may_be_named_alone():
+    one = prenet.compare(small_model(), batch=4, gpus="T4", input_shape=(3, 16, 16), dataset_size=8)
+    assert list(one["gpu"]) == [prenet.find_gpu("T4")["name"]]
 
 
 def test_catalog_prices_name_catalog_gpus_with_source_and_date():

@@ -112,3 +112,13 @@ def test_generated_documentation_is_current():
 
     assert (ROOT / "docs" / "layer_kinds.md").read_text() == render_layer_kinds_markdown(), \
         "regenerate with: .venv/bin/python -m prenet.docs > docs/layer_kinds.md"
+
+
+def test_the_host_cpu_is_a_device_too():
+    """As for predict_layer: "cpu" gives the measured host's figures, an unknown name the closest GPUs."""
+    cpu = prenet.layer_features("linear", gpu="cpu", batch=8, in_features=64, out_features=32)
+    gpu = prenet.layer_features("linear", gpu="V100", batch=8, in_features=64, out_features=32)
+    assert cpu["forward_flops"] == gpu["forward_flops"] and cpu["ct_ms"] > gpu["ct_ms"]
+    with pytest.raises(ValueError, match="unknown GPU 'V1000'; closest known"):
+        prenet.layer_features("linear", gpu="V1000", batch=8, in_features=64, out_features=32)
+

@@ -337,6 +337,9 @@ def test_measure_names_what_it_cannot_do():
         prenet.measure(SmallCnn(), batch=4, input_shape=(3, 16, 16), device="cpu", repeats=1)
     with pytest.raises(ValueError, match="unknown precision 'int4'"):
         prenet.measure(SmallCnn(), batch=4, input_shape=(3, 16, 16), device="cpu", precision="int4")
+    for device in ("tpu", "meta", None):
+        with pytest.raises(ValueError, match="device must be 'cpu', 'cuda' or 'cuda:N'"):
+            prenet.measure(SmallCnn(), batch=4, input_shape=(3, 16, 16), device=device)
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="CUDA is not available"):
             prenet.measure(SmallCnn(), batch=4, input_shape=(3, 16, 16), device="cuda")

@@ -66,9 +66,9 @@ def compare(model, batch=32, gpus="all", price_per_hour=None, input_shape=None, 
     import pandas as pd
 
     _check(model, batch, dataset_size, optimizer, precision)
-    names = list(catalog_frame()["name"]) if gpus == "all" else gpus
-    if isinstance(names, str) or not names:
-        raise ValueError('gpus must be "all" or a non-empty list of GPU names')
+    names = list(catalog_frame()["name"]) if gpus == "all" else [gpus] if isinstance(gpus, str) else gpus
+    if not names:
+        raise ValueError('gpus must be "all", a GPU name or a non-empty list of GPU names')
     canonical = [find_gpu(name)["name"] for name in names]          # unknown names fail here, with suggestions
     for name in canonical:
         resolve(name)

@@ -2,7 +2,7 @@
 import numbers
 
 from ._native import core
-from .catalog import find_gpu, native_catalog
+from .catalog import device_catalog
 
 
 def layer_kinds():
@@ -32,6 +32,6 @@ def layer_features(kind, gpu="V100", **config):
     """
     if not isinstance(kind, str):
         raise TypeError(f"kind must be a string such as 'conv2d', got {type(kind).__name__}")
-    find_gpu(gpu)  # the catalog's error names the closest GPUs
+    catalog, name = device_catalog(gpu)  # "cpu": the measured host's figures; an unknown name: the closest GPUs
     values = {key: _as_int(kind, key, value) for key, value in config.items()}
-    return core().layer_features(kind, values, native_catalog(), gpu)
+    return core().layer_features(kind, values, catalog, name)

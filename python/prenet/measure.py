@@ -129,7 +129,12 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
     check_precision(precision)
     if not isinstance(repeats, int) or repeats < 3:
         raise ValueError(f"repeats must be an integer >= 3 (the protocol times at least 3 epochs), got {repeats!r}")
-    device = torch.device(device)
+    try:
+        device = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}") from error
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {str(device)!r}")
     if threads is not None and (device.type != "cpu" or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads is a positive integer for device='cpu' (None leaves them as they are), got "
                          f"{threads!r} for device {str(device)!r}")

@@ -50,8 +50,8 @@ def main():
         traced = trace()
         forward_s, predict_s = median_seconds(forward), median_seconds(predict)
         trace_s = median_seconds(trace)
-        cost_s = median_seconds(lambda: estimate.estimate_traced(traced, model, 32, gpu, 1024))
-        operators = len(next(iter(traced[0].values())))
+        cost_s = median_seconds(lambda: estimate.estimate_traced(traced, 32, gpu, 1024))
+        operators = len(next(iter(traced.ops_by_size.values())))
         rows.append(f"| {name} | {gpu} | {predict().traced} | {operators} | {1e3 * forward_s:.1f} | "
                     f"{1e3 * predict_s:.1f} | {1e3 * trace_s:.1f} | {1e3 * cost_s:.1f} | {predict_s / forward_s:.2f} |")
         print(rows[-1], flush=True)

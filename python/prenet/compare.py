@@ -80,7 +80,7 @@ def compare(model, batch=32, gpus="all", price_per_hour=None, input_shape=None, 
     rows, unsupported = [], {}
     for name in dict.fromkeys(canonical):
         try:
-            estimate = estimate_traced(traced, model, batch, name, dataset_size, optimizer, precision)
+            estimate = estimate_traced(traced, batch, name, dataset_size, optimizer, precision)
         except UnsupportedPrecision as error:
             if gpus != "all":
                 raise

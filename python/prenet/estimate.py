@@ -256,7 +256,7 @@ class _StepCost:
         return float(self.host.sum())
 
 
-def _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs, gaps, gap_in_kernels,
+def _step(ops, traced, native, catalog, device, optimizer, precision, on_gpu, costs, gaps, gap_in_kernels,
           with_spread=False):
     """The _StepCost of one training step. On a GPU each op's host cost is its dispatch (measured here), a kernel
     issue per library call it makes (its kind's launch gap on `device`, prenet.launch_gap, which includes
@@ -269,13 +269,13 @@ def _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, cos
     issue_us = functools.lru_cache(None)(lambda kind: launch_gap.gap_us(device, gaps, kind) if on_gpu else 0.0)
     gap_ms = (lambda kind: 1e-3 * issue_us(kind)) if gap_in_kernels else (lambda kind: 0.0)
     works, ms, basis = _device_times(ops, native, catalog, device, OPTIMIZERS[optimizer], precision, gap_ms)
-    parameters = [p.numel() for p in model.parameters() if p.requires_grad]
+    parameters = traced.trainable
     # PyTorch's optimizers default to their multi-tensor (foreach) path when every parameter is on a CUDA device:
     # each of the update's kernels then covers all tensors at once; on the CPU they loop over tensors.
     groups = [float(sum(parameters))] if on_gpu and parameters else [float(n) for n in parameters]
     update_ms = sum(native.update_ms(groups, catalog, device, OPTIMIZERS[optimizer], gap_ms(None)))
     per_tensor = costs["optimizer_tensor_us"]["adam" if optimizer.startswith("adam") else "sgd_momentum"]
-    modules = len(list(model.modules()))  # each called once per step
+    modules = traced.modules  # each called once per step
     forward_ops = max(1, sum(1 for op in ops if op.phase == "forward"))
     if on_gpu:
         def launch_us(work):  # the gap's share beyond the dispatch counted per op, for each library call
@@ -379,26 +379,41 @@ def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, d
         warnings.warn(f"{other_host}; `prenet calibrate` (about a minute) calibrates the predictors to this CPU",
                       stacklevel=2)
     traced = trace_steps(model, batch, dataset_size, input_shape, example_input, precision)
-    return estimate_traced(traced, model, batch, gpu, dataset_size, optimizer, precision, bundle)
+    return estimate_traced(traced, batch, gpu, dataset_size, optimizer, precision, bundle)
+
+
+@dataclass
+class Traced:
+    """What predict costs on a device, found once (prenet.compare reuses it for every GPU): the operators of a
+    step at each batch size an epoch uses (`ops_by_size`), the epoch's batch sizes, how it was traced ("meta" or
+    "cpu", prenet.op_trace), and of the model: its trainable tensors' sizes, its module count and the 2-byte
+    dtypes among its weights."""
+    ops_by_size: dict
+    sizes: list
+    how: str
+    trainable: list
+    modules: int
+    narrow_weights: list
 
 
 def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None, precision="fp32"):
-    """(operators of a step at each batch size an epoch uses, the epoch's batch sizes, how it was traced: "meta"
-    or "cpu", prenet.op_trace): what predict costs on a device, traced once (prenet.compare reuses it for every
-    GPU); under a mixed precision, forward and loss are traced with CUDA autocast's casts
-    (prenet.autocast_policy)."""
+    """The Traced steps of an epoch of `model`; under a mixed precision, forward and loss are traced with CUDA
+    autocast's casts (prenet.autocast_policy)."""
     make_inputs = input_maker(model, input_shape, example_input)
     sizes = epoch_batches(batch, dataset_size)
     with in_mode(model, True):  # a training step, as the model's own train() sets it up
         ops, how = op_trace.trace_batches(model, make_inputs, sorted(set(sizes)), precision in MIXED_PRECISIONS)
-    return ops, sizes, how
+    parameters = list(model.parameters())
+    dtypes = {op_trace.dtype_names[p.dtype] for p in parameters}
+    return Traced(ops, sizes, how, [p.numel() for p in parameters if p.requires_grad], len(list(model.modules())),
+                  sorted(dtypes & op_costs.NARROW_FLOATS.keys()))
 
 
-def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", precision="fp32", bundle=None):
-    """The Estimate of a traced model (trace_steps) on `gpu`; UnsupportedPrecision where the GPU lacks the
-    precision's type, or that of the model's own 2-byte weights."""
+def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision="fp32", bundle=None):
+    """The Estimate of a model's Traced steps on `gpu`; UnsupportedPrecision where the GPU lacks the precision's
+    type, or that of the model's own 2-byte weights."""
     check_precision(precision, gpu)
-    for dtype in sorted({op_trace.dtype_names[p.dtype] for p in model.parameters()} & op_costs.NARROW_FLOATS.keys()):
+    for dtype in traced.narrow_weights:
         try:  # their operators run kernels of that type (prenet.op_costs.narrow_precision)
             check_precision(op_costs.NARROW_FLOATS[dtype], gpu)
         except ValueError as error:
@@ -412,11 +427,11 @@ def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", pr
     # does not.
     folder = gpu_bundle_folder(bundle, device) if on_gpu else None
     in_kernels = on_gpu and learned_timing(str(folder)) == "latency"
-    ops_by_size, sizes, how = traced
     # the seen-GPU bundle has no leave-one-device-out errors of its own: the unseen one's are stated (wider)
     factors = on_gpu and (uncertainty.interval_factors(folder) or uncertainty.interval_factors(PACKAGED_UNSEEN_BUNDLE))
-    steps = {size: _step(ops, model, native, catalog, device, optimizer, precision, on_gpu, costs, gaps,
-                         in_kernels, with_spread=bool(factors)) for size, ops in ops_by_size.items()}
+    steps = {size: _step(ops, traced, native, catalog, device, optimizer, precision, on_gpu, costs, gaps,
+                         in_kernels, with_spread=bool(factors)) for size, ops in traced.ops_by_size.items()}
+    sizes = traced.sizes
     epoch = [steps[size] for size in sizes]
     # A step: the steady state of the epoch's full-size steps (the last, partial one counts in the epoch only).
     full = [step for size, step in zip(sizes, epoch) if size == sizes[0]]
@@ -439,5 +454,5 @@ def estimate_traced(traced, model, batch, gpu, dataset_size, optimizer="sgd", pr
                     step_seconds=1e-3 * step_ms, epoch_seconds=1e-3 * epoch_ms, iterations=len(sizes),
                     device_ms=step.device_ms, host_ms=step.host_ms, optimizer_ms=step.update_ms,
                     tables=lambda: _layers_table(step.rows(), catalog, device, step_ms), interval_seconds=interval,
-                    extrapolation=reach, traced=how,
+                    extrapolation=reach, traced=traced.how,
                     calibrated=native.calibration.describe() if calibrated else None)

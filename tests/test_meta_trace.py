@@ -228,3 +228,17 @@ def test_channels_last_convolutions_pay_no_layout_transposes_on_tensor_cores():
                 assert b["ms"] == pytest.approx(a["ms"], rel=1e-9)
         if faster:
             assert sum(b["ms"] for _, b in convs) < 0.95 * sum(a["ms"] for a, _ in convs)
+
+
+def test_detach_operators_are_recorded_in_full_by_their_short_path():
+    """The most frequent operator skips the general walk; its record is what the walk would give."""
+    model = torchvision.models.resnet18(num_classes=10)
+    ops = op_trace.trace_once(model.train(), torch.randn(2, 3, 32, 32), meta=True)
+    detached = [op for op in ops if op.name == "detach.default"]
+    assert len(detached) > 60
+    for op in detached:
+        assert op.inputs == op.outputs and len(op.inputs) == 1 and op.arguments == [op_trace.TENSOR]
+        assert op.input_dtypes == op.output_dtypes == [op.dtype] == ["float32"] and not op.channels_last
+    # autograd hands each parameter its gradient through one (per parameter: weight, bias)
+    backward_shapes = sorted(op.inputs[0] for op in detached if op.phase == "backward")
+    assert set(tuple(p.shape) for p in model.parameters()) <= set(backward_shapes)

@@ -93,6 +93,8 @@ def _recorder(meta=False, direct=None):
 
     from .meta_model import channels_last, run_on_meta
 
+    detach = torch.ops.aten.detach.default
+
     def call(func, args, kwargs):
         return run_on_meta(func, args, kwargs) if meta else func(*args, **kwargs)
 
@@ -123,6 +125,13 @@ def _recorder(meta=False, direct=None):
                     out = call(func, args, kwargs)
                 finally:
                     direct(self)
+            module, module_input = self.modules[-1] if self.modules else ("", None)
+            if func is detach:  # a view, the most frequent operator by far (autograd hands over each gradient
+                # through one): recorded without the general walk over arguments and outputs
+                shape, dtype = tuple(out.shape), dtype_names[out.dtype]
+                self.ops.append(Op(self.phase, "detach.default", [shape], [shape], [TENSOR], module, dtype, [dtype],
+                                   [dtype], False, module_input))
+                return out
             tensors, arguments = [], []
             for value in args:  # one pass: the tensors, and the arguments with TENSOR in their place
                 if isinstance(value, Tensor):
@@ -144,7 +153,6 @@ def _recorder(meta=False, direct=None):
                 four_d = [t for t in tensors if t.dim() == 4][-2:]
                 nhwc = (len(four_d) == 2 and all(t.is_contiguous(memory_format=torch.channels_last) for t in four_d)
                         and any(channels_last(t) for t in four_d))
-            module, module_input = self.modules[-1] if self.modules else ("", None)
             self.ops.append(Op(
                 self.phase, name, [tuple(t.shape) for t in tensors],
                 [tuple(t.shape) if isinstance(t, Tensor) else None for t in outputs], arguments,

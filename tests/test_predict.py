@@ -154,12 +154,10 @@ def test_convolutions_conv2d_does_not_describe_are_timed_by_their_multiply_adds(
     macs = 16 * positions * weights
     assert forward["flops"] == 2 * macs + 16 * output.numel()
     assert backward["flops"] == pytest.approx(0.5 * (4 * macs + 16 * output.numel()))  # no dX for the first layer
-    config = forward["config"]
-    rows, inner, columns = ((16 * positions, config["in_channels"], config["out_channels"] * config["kernel_positions"])
-                            if config["transposed"] else
-                            (16 * positions, config["in_channels"] * config["kernel_positions"], config["out_channels"]))
-    gemm = prenet.predict_layer("linear", gpu="V100", batch=1, seq_len=rows, in_features=inner, out_features=columns,
-                                bias=0)
+    # the GEMM over the output: rows its positions, columns its channels, inner the taps each output gathers
+    rows, columns = 16 * math.prod(output.shape[2:]), output.shape[1]
+    gemm = prenet.predict_layer("linear", gpu="V100", batch=1, seq_len=rows, in_features=round(macs / (rows * columns)),
+                                out_features=columns, bias=0)
     assert forward["ms"] >= 0.5 * gemm
     assert forward["ms"] > 2 * ops.loc["relu.default", "ms"]  # the ReLU moves the output's bytes twice
 

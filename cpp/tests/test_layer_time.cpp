@@ -102,18 +102,22 @@ TEST(Kernels, AnyConvolutionIsItsImplicitGemmWithTheExactMultiplyAdds) {
             const double macs = 8.0 * 32 * 56 * 16 / groups * 5, outputs = 8.0 * 16 * 60;
             EXPECT_DOUBLE_EQ(cost.forward_flops, 2 * macs + (transposed ? outputs : 8.0 * 32 * 56));
             EXPECT_DOUBLE_EQ(cost.parameters, 16.0 * 32 / groups * 5 + (transposed ? 16 : 32));
-            // One GEMM for all groups (a transposed one's bias: an add over its output after it).
+            // One GEMM for all groups, over the output (a transposed one's inner dimension rounded: its outputs
+            // gather 56/60 of the taps on average).
             const auto kernels = c.kind().forward_kernels(c);
-            ASSERT_EQ(kernels.size(), transposed ? 2u : 1u);
+            ASSERT_EQ(kernels.size(), 1u);
             EXPECT_EQ(kernels[0].kind, "linear");
-            EXPECT_DOUBLE_EQ(forward_flops_of({kernels[0]}), 2 * macs + (transposed ? 0 : 8.0 * 32 * 56));
+            EXPECT_EQ(kernels[0].config.at("seq_len") * kernels[0].config.at("out_features"), 8 * (transposed ? 16 * 60 : 32 * 56));
+            const double tolerance = transposed ? 0.5 / kernels[0].config.at("in_features") : 0;
+            EXPECT_NEAR(forward_flops_of(kernels), cost.forward_flops, tolerance * cost.forward_flops);
             // dX runs the other way with the same multiply-adds, dW repeats them; db sums dY.
             const auto unbiased = convolution(transposed, groups, 0);
-            EXPECT_DOUBLE_EQ(forward_flops_of(unbiased.kind().backward_kernels(unbiased)),
-                             unbiased.kind().cost(unbiased, 4).backward_flops);
+            EXPECT_NEAR(forward_flops_of(unbiased.kind().backward_kernels(unbiased)),
+                        unbiased.kind().cost(unbiased, 4).backward_flops,
+                        0.05 * unbiased.kind().cost(unbiased, 4).backward_flops);
             EXPECT_EQ(c.kind().backward_kernels(c)[0].config.at("transposed"), 1 - transposed);
             // On tensor cores: the GEMM and the layout transposes, grouped ones keep their CUDA-core kernel.
-            EXPECT_EQ(c.kind().tensor_core_kernels(c).size(), groups == 1 ? kernels.size() + 1 : 0u);
+            EXPECT_EQ(c.kind().tensor_core_kernels(c).size(), groups == 1 ? 2u : 0u);
         }
     }
     EXPECT_THROW(find_layer_kind("convolution").configure({{"batch", 1}, {"in_channels", 6}, {"out_channels", 4},
@@ -339,7 +343,8 @@ TEST_F(EstimatorTest, AnyConvolutionIsTimedAsItsGemmOnTheCoresCudnnWouldUse) {
     const auto volta = prenet::estimate_layer_times(bundle, {conv3d}, gpu_, "sgd")[0];
     EXPECT_NEAR(volta.forward_ms, gemm_ms, 1e-12);
     EXPECT_EQ(volta.forward_basis, prenet::TimeBasis::kernels);
-    EXPECT_NEAR(volta.backward_ms, 2 * gemm_ms, 1e-12);  // dX and dW, no bias
+    // dX and dW, no bias (dX, a transposed convolution, has its GEMM's inner dimension rounded)
+    EXPECT_NEAR(volta.backward_ms, 2 * gemm_ms, 1e-3 * gemm_ms);
     EXPECT_GT(volta.optimizer_ms, 0);
     // With a TF32 rate far above the bundle's GEMMs the tensor-core GEMM (and its transposes) wins in fp32, as it
     // does for conv2d; fp32_strict keeps the CUDA-core GEMM.

@@ -1,6 +1,7 @@
 // Any convolution the two-dimensional kind does not describe exactly (torch.nn.Conv1d and Conv3d, transposed and
 // dilated convolutions, non-square kernels), by the work it does: the implicit GEMM of convolution_work.cpp. No
 // predictor of its own: timed as that GEMM by the linear predictor, on tensor cores where cuDNN would use them.
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -18,9 +19,9 @@ void validate_convolution(const LayerConfig& c) {
     }
 }
 
-// Rows of the implicit GEMM: a convolution's output positions; a transposed one's input positions (each input
-// element scatters its kernel's taps into the output).
-std::int64_t gemm_rows(const LayerConfig& c) {
+// The positions each weight is applied at: a convolution's output positions; a transposed one's input positions
+// (each input element scatters its kernel's taps into the output).
+std::int64_t weight_positions(const LayerConfig& c) {
     return c["batch"] * (c["transposed"] ? c["in_positions"] : c["out_positions"]);
 }
 
@@ -28,7 +29,7 @@ std::int64_t gemm_rows(const LayerConfig& c) {
 ConvolutionSizes sizes_of(const LayerConfig& c) {
     const double cin = c["in_channels"], cout = c["out_channels"], batch = c["batch"];
     return {batch * cin * c["in_positions"], cin * cout / static_cast<double>(c["groups"]) * c["kernel_positions"],
-            batch * cout * c["out_positions"], static_cast<double>(gemm_rows(c)),
+            batch * cout * c["out_positions"], static_cast<double>(weight_positions(c)),
             static_cast<double>(c["kernel_positions"]), cin, cout, c["bias"] != 0};
 }
 
@@ -36,24 +37,20 @@ LayerCost convolution_layer_cost(const LayerConfig& c, double bytes_per_element)
     return convolution_cost(sizes_of(c), bytes_per_element);
 }
 
-// One GEMM for all groups, block-diagonal (each group's columns read only its own taps): the exact multiply-adds
-// in one kernel, as cuDNN runs a grouped convolution. A transposed convolution's columns are each output
-// channel's kernel taps, summed into the output; its bias is added to the output after, reading and writing it.
+// One implicit GEMM for all groups, block-diagonal (each group's columns read only its own taps), as cuDNN runs
+// a grouped convolution in one kernel: rows the batch's output positions, columns c_out, and an inner dimension
+// that gives the exact multiply-adds: c_in / groups x kernel taps for a plain convolution; for a transposed one,
+// where each output gathers the taps its inputs scatter to it, that times in_positions / out_positions (rounded),
+// so that no buffer of every scattered tap is formed.
 std::vector<KernelWork> convolution_forward(const LayerConfig& c) {
-    const std::int64_t kernel = c["kernel_positions"], groups = c["groups"];
-    if (!c["transposed"]) {
-        return {implicit_gemm(gemm_rows(c), c["in_channels"] / groups * kernel, c["out_channels"], c["bias"])};
-    }
-    std::vector<KernelWork> work = {implicit_gemm(gemm_rows(c), c["in_channels"] / groups,
-                                                  c["out_channels"] * kernel, 0)};
-    if (c["bias"]) {
-        work.push_back({"add", {{"batch", c["batch"] * c["out_channels"]}, {"features", c["out_positions"]}},
-                        kUnaryElementPasses / kBinaryElementPasses});
-    }
-    return work;
+    const std::int64_t rows = c["batch"] * c["out_positions"];
+    const double macs = static_cast<double>(weight_positions(c)) * sizes_of(c).weights;
+    const std::int64_t inner = std::max<std::int64_t>(1, std::llround(macs / (static_cast<double>(rows) *
+                                                                                c["out_channels"])));
+    return {implicit_gemm(rows, inner, c["out_channels"], c["bias"])};
 }
 
-// On tensor cores: the same kernels and, for NCHW tensors, the transposes; grouped convolutions keep their
+// On tensor cores: the same GEMM and, for NCHW tensors, the transposes; grouped convolutions keep their
 // CUDA-core kernels, as in conv2d.cpp.
 std::vector<KernelWork> convolution_tensor_core_kernels(const LayerConfig& c) {
     if (c["groups"] != 1) return {};

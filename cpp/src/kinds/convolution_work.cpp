@@ -9,9 +9,9 @@ namespace prenet::kinds {
 
 LayerCost convolution_cost(const ConvolutionSizes& s, double bytes_per_element) {
     const double bias = s.bias ? 1.0 : 0.0;
-    const double macs = s.gemm_rows * s.weights;  // one multiply-add per weight per GEMM row
+    const double macs = s.weight_positions * s.weights;  // one multiply-add per weight per position it is applied at
     LayerCost cost;
-    cost.paper_operations = s.gemm_rows * s.taps * s.in_channels * s.out_channels;  // PreNeT eq. 3 (no groups)
+    cost.paper_operations = s.weight_positions * s.taps * s.in_channels * s.out_channels;  // PreNeT eq. 3 (no groups)
     cost.memory_weights = s.taps * s.in_channels * s.out_channels;  // PreNeT eq. 10 with D_in = taps * c_in
     cost.memory_input = s.input;                                    // PreNeT eq. 11
     cost.memory_output = s.output;                                  // PreNeT eq. 12

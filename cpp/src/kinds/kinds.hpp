@@ -25,10 +25,11 @@ LayerKind make_bmm();
 LayerKind make_convolution();
 
 // The sizes a convolution's cost follows from, whatever its dimensions (convolution_work.cpp): elements of its
-// input, weights and output; rows of its implicit GEMM (the batch's output positions; a transposed convolution's
-// input positions); kernel taps per channel pair; channels; whether it adds a bias.
+// input, weights and output; the positions each weight is applied at (the batch's output positions; a transposed
+// convolution's input positions, each scattering into the output); kernel taps per channel pair; channels;
+// whether it adds a bias.
 struct ConvolutionSizes {
-    double input, weights, output, gemm_rows, taps, in_channels, out_channels;
+    double input, weights, output, weight_positions, taps, in_channels, out_channels;
     bool bias;
 };
 LayerCost convolution_cost(const ConvolutionSizes& sizes, double bytes_per_element);

@@ -50,15 +50,15 @@ def test_a_calibration_scales_each_kind_by_its_own_ratio_and_unknown_kinds_by_th
     native, catalog, host = predictors.resolve("cpu")
     assert isinstance(native, host_calibration.CalibratedBundle)
     linear = {"batch": 16, "in_features": 256, "out_features": 512}
-    calibrated = native.estimate("linear", [linear], catalog, host, "sgd_momentum", "fp32", 0.0)[0]
-    plain = raw.estimate("linear", [linear], catalog, host, "sgd_momentum", "fp32", 0.0)[0]
+    calibrated = native.estimate("linear", [linear], catalog, host, "sgd_momentum", "fp32", {})[0]
+    plain = raw.estimate("linear", [linear], catalog, host, "sgd_momentum", "fp32", {})[0]
     for part in ("forward_ms", "backward_ms", "optimizer_ms"):
         assert calibrated[part] == pytest.approx(0.5 * plain[part])
     conv = {"batch": 2, "in_channels": 8, "out_channels": 8, "kernel_size": 3, "height": 16, "width": 16}
-    assert (native.estimate("conv2d", [conv], catalog, host, "sgd", "fp32", 0.0)[0]["forward_ms"] ==
-            pytest.approx(2.0 * raw.estimate("conv2d", [conv], catalog, host, "sgd", "fp32", 0.0)[0]["forward_ms"]))
-    assert native.update_ms([1e6], catalog, host, "sgd", 0.0) == pytest.approx(
-        [4.0 * ms for ms in raw.update_ms([1e6], catalog, host, "sgd", 0.0)])
+    assert (native.estimate("conv2d", [conv], catalog, host, "sgd", "fp32", {})[0]["forward_ms"] ==
+            pytest.approx(2.0 * raw.estimate("conv2d", [conv], catalog, host, "sgd", "fp32", {})[0]["forward_ms"]))
+    assert native.update_ms([1e6], catalog, host, "sgd", {}) == pytest.approx(
+        [4.0 * ms for ms in raw.update_ms([1e6], catalog, host, "sgd", {})])
     assert prenet.predict_layer("linear", gpu="cpu", **linear) == pytest.approx(0.5 * plain["forward_ms"])
 
 
@@ -78,8 +78,8 @@ def test_pointwise_and_larger_convolutions_are_calibrated_apart(other_cpu):
     conv = {"batch": 2, "in_channels": 8, "out_channels": 8, "height": 16, "width": 16}
     for kernel, ratio in ((1, 0.5), (3, 2.0), (7, 2.0)):  # 7x7 is one of the larger kernels
         config = {**conv, "kernel_size": kernel, "padding": kernel // 2}
-        calibrated = native.estimate("conv2d", [config], catalog, host, "sgd", "fp32", 0.0)[0]
-        plain = raw.estimate("conv2d", [config], catalog, host, "sgd", "fp32", 0.0)[0]
+        calibrated = native.estimate("conv2d", [config], catalog, host, "sgd", "fp32", {})[0]
+        plain = raw.estimate("conv2d", [config], catalog, host, "sgd", "fp32", {})[0]
         assert calibrated["forward_ms"] == pytest.approx(ratio * plain["forward_ms"], rel=1e-6), kernel
         assert native.predict("conv2d", "forward", [config], catalog, host, "sgd")[0] == pytest.approx(
             ratio * raw.predict("conv2d", "forward", [config], catalog, host, "sgd")[0], rel=1e-6)

@@ -48,7 +48,8 @@ void bind_predictor(py::module_& m) {
         .def("estimate",
              [](const prenet::PredictorBundle& b, const std::string& kind,
                 const std::vector<std::map<std::string, std::int64_t>>& configs, const prenet::GpuCatalog& catalog,
-                const std::string& gpu, const std::string& optimizer, const std::string& precision, double issue_gap_ms) {
+                const std::string& gpu, const std::string& optimizer, const std::string& precision,
+                const prenet::IssueGaps& issue_gap_ms) {
                  std::vector<py::dict> rows;
                  for (const auto& t : prenet::estimate_layer_times(b, configure_all(kind, configs), catalog.find(gpu),
                                                                    optimizer, prenet::parse_precision(precision),
@@ -65,15 +66,16 @@ void bind_predictor(py::module_& m) {
                  return rows;
              },
              py::arg("kind"), py::arg("configs"), py::arg("catalog"), py::arg("gpu"), py::arg("optimizer") = "sgd",
-             py::arg("precision") = "fp32", py::arg("issue_gap_ms") = 0.0,
+             py::arg("precision") = "fp32", py::arg("issue_gap_ms") = prenet::IssueGaps{},
              "Forward, backward and optimizer milliseconds per configuration, with how each was obtained "
              "(predicted, kernels, roofline); precision: fp32 (PyTorch's defaults: cuDNN convolutions on TF32 "
              "tensor cores where the GPU has them), fp32_strict, tf32 (matmuls on TF32 tensor cores too), bf16 or fp16 "
              "(kernels on 2-byte tensors); "
-             "issue_gap_ms: host time in every learned latency, taken off each kernel (device time only)")
+             "issue_gap_ms: {kernel kind: host time in every latency learned for it}, taken off each kernel of "
+             "that kind (device time only)")
         .def("update_ms",
              [](const prenet::PredictorBundle& b, const std::vector<double>& elements, const prenet::GpuCatalog& catalog,
-                const std::string& gpu, const std::string& optimizer, double issue_gap_ms) {
+                const std::string& gpu, const std::string& optimizer, const prenet::IssueGaps& issue_gap_ms) {
                  std::vector<double> ms;
                  for (const auto& t : prenet::estimate_update_times(b, elements, catalog.find(gpu), optimizer,
                                                                     issue_gap_ms)) {
@@ -82,6 +84,6 @@ void bind_predictor(py::module_& m) {
                  return ms;
              },
              py::arg("elements"), py::arg("catalog"), py::arg("gpu"), py::arg("optimizer") = "sgd",
-             py::arg("issue_gap_ms") = 0.0,
+             py::arg("issue_gap_ms") = prenet::IssueGaps{},
              "Milliseconds of the optimizer's update of each parameter tensor (element counts)");
 }

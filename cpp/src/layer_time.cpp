@@ -51,7 +51,7 @@ constexpr int kMaxDepth = 8;
 class Planner {
 public:
     Planner(const PredictorBundle& bundle, const GpuSpec& gpu, const std::string& optimizer,
-            std::vector<LayerTime>& out, Precision precision = Precision::fp32, double issue_gap_ms = 0)
+            std::vector<LayerTime>& out, Precision precision, const IssueGaps& issue_gap_ms)
         : bundle_(bundle), gpu_(gpu), optimizer_(optimizer), out_(out), precision_(precision),
           issue_gap_ms_(issue_gap_ms) {}
 
@@ -62,23 +62,7 @@ public:
         forward_in(c, d, depth, precision_);
     }
 
-    void backward(const LayerConfig& c, Destination d, int depth = 0) {
-        const LayerKind& kind = c.kind();
-        if (bundle_.has(kind.name, "backward")) return leaf(c, "backward", d, precision_);
-        if (kind.backward_kernels) {
-            for (const auto& k : kind.backward_kernels(c)) {
-                forward_in(configure(k), scaled(d, k.count), depth + 1, width(k, precision_));
-            }
-        } else if (kind.forward_kernels && depth < kMaxDepth) {
-            for (const auto& k : kind.forward_kernels(c)) backward(configure(k), scaled(d, k.count), depth + 1);
-        } else {
-            // A memory-bound kind: its backward moves backward_bytes where its forward moves forward_bytes.
-            const LayerCost cost = kind.cost(c, kFp32Bytes);
-            if (cost.forward_bytes > 0 && cost.backward_bytes > 0) {
-                forward(c, scaled(d, cost.backward_bytes / cost.forward_bytes), depth + 1);
-            }
-        }
-    }
+    void backward(const LayerConfig& c, Destination d, int depth = 0) { backward_in(c, d, depth, precision_); }
 
     void optimizer_step(const LayerConfig& c, Destination d) {
         if (bundle_.has(c.kind().name, "optimizer")) return queue(c, "optimizer", d);
@@ -102,8 +86,10 @@ public:
     void flush() {
         for (auto& [key, batch] : batches_) {
             const auto ms = bundle_.predict_ms(key.first, key.second, batch.configs, gpu_, optimizer_);
+            const auto gap = issue_gap_ms_.find(key.first);
+            const double gap_ms = gap == issue_gap_ms_.end() ? 0.0 : gap->second;
             for (std::size_t i = 0; i < ms.size(); ++i) {
-                const double device_ms = std::max(ms[i] - issue_gap_ms_, floor_ms(batch.configs[i]));
+                const double device_ms = std::max(ms[i] - gap_ms, floor_ms(batch.configs[i]));
                 for (const Destination& d : batch.destinations[i]) add(d, TimeBasis::predicted, std::min(ms[i], device_ms));
             }
         }
@@ -137,10 +123,36 @@ private:
         leaf(c, "forward", d, precision);
     }
 
+    void backward_in(const LayerConfig& c, Destination d, int depth, Precision precision) {
+        const LayerKind& kind = c.kind();
+        if (bundle_.has(kind.name, "backward")) return leaf(c, "backward", d, precision);
+        if (kind.backward_kernels) {
+            for (const auto& k : kind.backward_kernels(c)) {
+                forward_in(configure(k), scaled(d, k.count), depth + 1, width(k, within(kind, precision)));
+            }
+        } else if (kind.forward_kernels && depth < kMaxDepth) {
+            for (const auto& k : kind.forward_kernels(c)) {
+                backward_in(configure(k), scaled(d, k.count), depth + 1, width(k, within(kind, precision)));
+            }
+        } else {
+            // A memory-bound kind: its backward moves backward_bytes where its forward moves forward_bytes.
+            const LayerCost cost = kind.cost(c, kFp32Bytes);
+            if (cost.forward_bytes > 0 && cost.backward_bytes > 0) {
+                forward_in(c, scaled(d, cost.backward_bytes / cost.forward_bytes), depth + 1, precision);
+            }
+        }
+    }
+
     void expand(const LayerConfig& c, Destination d, int depth, Precision precision) {
         for (const auto& k : c.kind().forward_kernels(c)) {
-            forward_in(configure(k), scaled(d, k.count), depth + 1, width(k, precision));
+            forward_in(configure(k), scaled(d, k.count), depth + 1, width(k, within(c.kind(), precision)));
         }
+    }
+
+    // The precision a kind's kernels run in: cuDNN's layers take TF32 in fp32 (torch.backends.cudnn.allow_tf32 is
+    // on by default), as the tf32 precision gives matmuls; on a GPU without TF32 that is fp32 again.
+    static Precision within(const LayerKind& kind, Precision precision) {
+        return kind.tensor_cores == TensorCores::cudnn && precision == Precision::fp32 ? Precision::tf32 : precision;
     }
 
     // The least a kernel can take on the device: its roofline bound (Williams et al., 2009).
@@ -226,7 +238,7 @@ private:
     const std::string& optimizer_;
     std::vector<LayerTime>& out_;
     Precision precision_;
-    double issue_gap_ms_;
+    const IssueGaps& issue_gap_ms_;
     // The distinct configurations of one (kind, mode) to predict, and where each one's time goes.
     struct Batch {
         std::vector<LayerConfig> configs;
@@ -242,7 +254,7 @@ private:
 
 std::vector<LayerTime> estimate_layer_times(const PredictorBundle& bundle, const std::vector<LayerConfig>& configs,
                                             const GpuSpec& gpu, const std::string& optimizer,
-                                            Precision precision, double issue_gap_ms) {
+                                            Precision precision, const IssueGaps& issue_gap_ms) {
     find_optimizer(optimizer);  // an unknown name fails before any work
     std::vector<LayerTime> out(configs.size());
     Planner planner(bundle, gpu, optimizer, out, precision, issue_gap_ms);
@@ -256,7 +268,8 @@ std::vector<LayerTime> estimate_layer_times(const PredictorBundle& bundle, const
 }
 
 std::vector<LayerTime> estimate_update_times(const PredictorBundle& bundle, const std::vector<double>& tensor_elements,
-                                             const GpuSpec& gpu, const std::string& optimizer, double issue_gap_ms) {
+                                             const GpuSpec& gpu, const std::string& optimizer,
+                                             const IssueGaps& issue_gap_ms) {
     find_optimizer(optimizer);
     std::vector<LayerTime> out(tensor_elements.size());
     Planner planner(bundle, gpu, optimizer, out, Precision::fp32, issue_gap_ms);

@@ -47,8 +47,8 @@ double element_bytes(Precision precision) { return two_byte(precision) ? 2.0 : k
 double matrix_tflops(const LayerKind& kind, const GpuSpec& gpu, Precision precision) {
     if (kind.tensor_cores == TensorCores::none || precision == Precision::fp32_strict) return gpu.fp32_tflops;
     if (precision == Precision::fp32 || precision == Precision::tf32) {
-        // TF32 where the GPU has it: for convolutions by PyTorch's default, for matmuls too under tf32
-        const bool tf32 = (kind.tensor_cores == TensorCores::convolution || precision == Precision::tf32) &&
+        // TF32 where the GPU has it: for cuDNN's layers by PyTorch's default, for matmuls too under tf32
+        const bool tf32 = (kind.tensor_cores == TensorCores::cudnn || precision == Precision::tf32) &&
                           gpu.tf32_tflops && *gpu.tf32_tflops > gpu.fp32_tflops;
         return tf32 ? *gpu.tf32_tflops : gpu.fp32_tflops;
     }

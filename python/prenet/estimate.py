@@ -137,9 +137,14 @@ def _op_precision(work, precision):
     return precision if precision in ("fp32_strict", "tf32") else "fp32"
 
 
-def _device_times(ops, native, catalog, device, optimizer, precision, gap_ms=lambda kind: 0.0):
-    """Per op: (Work or None, device milliseconds, basis); `gap_ms(kind)`: the launch gap in the learned
-    latencies of a kind.
+@functools.lru_cache(maxsize=None)
+def _kind_names():
+    return tuple(kind["name"] for kind in core().layer_kinds())
+
+
+def _device_times(ops, native, catalog, device, optimizer, precision, gaps_ms=None):
+    """Per op: (Work or None, device milliseconds, basis); `gaps_ms`: {kind: the launch gap in the latencies
+    learned for it}, taken off each kernel by its own kind (a composite layer's kernels included).
     Each distinct configuration is predicted once, for its forward and backward parts together (a model repeats
     its blocks, and a layer's backward ops have its forward's configuration)."""
     works = [op_costs.work_of(op) for op in ops]
@@ -152,18 +157,18 @@ def _device_times(ops, native, catalog, device, optimizer, precision, gap_ms=lam
     for (kind, kernel_precision), by_config in groups.items():
         configs = [works[indices[0]].config for indices in by_config.values()]
         try:
-            times = native.estimate(kind, configs, catalog, device, optimizer, kernel_precision, gap_ms(kind))
+            times = native.estimate(kind, configs, catalog, device, optimizer, kernel_precision, gaps_ms or {})
         except ValueError:  # a configuration outside its kind's range: cost its ops by their traffic
             times = []
             for config, indices in zip(configs, by_config.values()):
                 try:
                     times += native.estimate(kind, [config], catalog, device, optimizer, kernel_precision,
-                                             gap_ms(kind))
+                                             gaps_ms or {})
                 except ValueError:
                     for i in indices:
                         works[i] = op_costs.traffic(op_costs.moved_bytes(ops[i]) / op_costs.FP32_BYTES)
                         t = native.estimate("add", [works[i].config], catalog, device, optimizer, "fp32",
-                                            gap_ms("add"))[0]
+                                            gaps_ms or {})[0]
                         ms[i], basis[i] = works[i].count * t["forward_ms"], "traffic"
                     times.append(None)
         for indices, t in zip(by_config.values(), times):
@@ -176,7 +181,7 @@ def _device_times(ops, native, catalog, device, optimizer, precision, gap_ms=lam
     return works, ms, basis
 
 
-def _tensor_core_spread(works, ms, native, catalog, device, optimizer, precision, gap_ms):
+def _tensor_core_spread(works, ms, native, catalog, device, optimizer, precision, gaps_ms):
     """Per op, how many times slower it would run on CUDA cores than the estimate `ms` (>= 1; 1 for ops not on
     tensor cores): its kind and configuration estimated in fp32_strict (the CUDA-core kernel) over the estimate.
     The predictors learned their efficiencies from fp32 CUDA-core kernels only (no data here times a tensor-core
@@ -199,7 +204,7 @@ def _tensor_core_spread(works, ms, native, catalog, device, optimizer, precision
     spread = np.ones(len(works))
     for (kind, _), by_config in on_tensor_cores.items():
         configs = [works[indices[0]].config for indices in by_config.values()]
-        strict = native.estimate(kind, configs, catalog, device, optimizer, "fp32_strict", gap_ms(kind))
+        strict = native.estimate(kind, configs, catalog, device, optimizer, "fp32_strict", gaps_ms)
         for indices, t in zip(by_config.values(), strict):
             for i in indices:
                 spread[i] = max(1.0, works[i].count * t[f"{works[i].part}_ms"] / ms[i])
@@ -266,14 +271,17 @@ def _step(ops, traced, native, catalog, device, optimizer, precision, on_gpu, co
     (_tensor_core_spread)."""
     import numpy as np
 
+    # a recurrent layer as this device runs it: the CPU's loop of operators, or cuDNN's one call (Op.runs_on)
+    ops = [op for op in ops if op.runs_on in ("", "cuda" if on_gpu else "cpu")]
     issue_us = functools.lru_cache(None)(lambda kind: launch_gap.gap_us(device, gaps, kind) if on_gpu else 0.0)
-    gap_ms = (lambda kind: 1e-3 * issue_us(kind)) if gap_in_kernels else (lambda kind: 0.0)
-    works, ms, basis = _device_times(ops, native, catalog, device, OPTIMIZERS[optimizer], precision, gap_ms)
+    gaps_ms = {kind: 1e-3 * issue_us(kind) for kind in _kind_names()} if gap_in_kernels else {}
+    works, ms, basis = _device_times(ops, native, catalog, device, OPTIMIZERS[optimizer], precision, gaps_ms)
     parameters = traced.trainable
     # PyTorch's optimizers default to their multi-tensor (foreach) path when every parameter is on a CUDA device:
     # each of the update's kernels then covers all tensors at once; on the CPU they loop over tensors.
     groups = [float(sum(parameters))] if on_gpu and parameters else [float(n) for n in parameters]
-    update_ms = sum(native.update_ms(groups, catalog, device, OPTIMIZERS[optimizer], gap_ms(None)))
+    update_gap = {"add": 1e-3 * issue_us(None)} if gap_in_kernels else {}  # the update's kernels: the machine's
+    update_ms = sum(native.update_ms(groups, catalog, device, OPTIMIZERS[optimizer], update_gap))
     per_tensor = costs["optimizer_tensor_us"]["adam" if optimizer.startswith("adam") else "sgd_momentum"]
     modules = traced.modules  # each called once per step
     forward_ops = max(1, sum(1 for op in ops if op.phase == "forward"))
@@ -303,7 +311,7 @@ def _step(ops, traced, native, catalog, device, optimizer, precision, on_gpu, co
                 for op, w, t, b, owner, h in zip(ops, works, ms, basis, _owners(ops, works), host_us)]
 
     spread = (np.append(_tensor_core_spread(works, ms, native, catalog, device, OPTIMIZERS[optimizer], precision,
-                                            gap_ms), 1.0) if with_spread else None)
+                                            gaps_ms), 1.0) if with_spread else None)
     return _StepCost(host=1e-3 * np.array(host_us + [update_host_us]), device=np.array(ms + [update_ms]),
                      kinds=[w.kind if w else None for w in works] + ["add"], update_ms=update_ms, rows=rows,
                      spread=spread)

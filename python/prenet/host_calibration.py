@@ -87,7 +87,7 @@ def candidate_layers(first_index=None, count=None):
             if kind == "linear":
                 config["activation"] = "none"
             native, native_config = _native_layer(kind, config)
-            t = bundle.estimate(native, [native_config], catalog, host, config["optimizer"], "fp32", 0.0)[0]
+            t = bundle.estimate(native, [native_config], catalog, host, config["optimizer"], "fp32", {})[0]
             train = t["forward_ms"] + t["backward_ms"] + t["optimizer_ms"]
             if train <= MAX_TRAIN_MS:
                 by_kind.setdefault(native, []).append(

@@ -10,6 +10,7 @@ import functools
 import math
 
 from .catalog import find_gpu
+from .fused_recurrent import KINDS as RECURRENT_KINDS
 from .layers import layer_features
 from .model_inputs import call, input_maker, map_tensors
 from .model_state import in_mode
@@ -33,10 +34,6 @@ def _convolution(module, inputs, output):
     return work.kind, {key: value for key, value in work.config.items() if key != "batch"}
 
 
-# torch's RNNBase.mode -> layer kind (a ReLU RNN costs what a tanh RNN does).
-_RECURRENT_KINDS = {"RNN_TANH": "rnn", "RNN_RELU": "rnn", "LSTM": "lstm", "GRU": "gru"}
-
-
 def _recurrent(module, inputs, output):
     x = inputs[0]
     if not hasattr(x, "shape"):  # a PackedSequence: lengths vary per sample
@@ -44,7 +41,7 @@ def _recurrent(module, inputs, output):
     seq_len = x.shape[1] if module.batch_first and x.dim() == 3 else x.shape[0]
     if getattr(module, "proj_size", 0):
         return None
-    return _RECURRENT_KINDS[module.mode], {
+    return RECURRENT_KINDS[module.mode], {
         "seq_len": seq_len, "input_size": module.input_size, "hidden_size": module.hidden_size,
         "num_layers": module.num_layers, "bidirectional": module.bidirectional, "bias": module.bias}
 

@@ -13,7 +13,8 @@ from .op_trace import TENSOR
 VIEWS = {"view", "_reshape_alias", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "unsqueeze",
          "squeeze", "unsqueeze_", "squeeze_", "slice", "select", "as_strided", "detach", "alias", "split",
          "split_with_sizes", "chunk", "unbind", "empty", "empty_like", "empty_strided", "lift_fresh", "numpy_T",
-         "_to_copy_noop", "new_empty", "new_empty_strided", "expand_as", "view_as", "narrow", "unflatten", "flatten"}
+         "_to_copy_noop", "new_empty", "new_empty_strided", "expand_as", "view_as", "narrow", "unflatten", "flatten",
+         "is_same_size"}
 
 
 # The 2-byte floating types, by the precision their kernels run in.
@@ -192,6 +193,20 @@ def embedding_backward(op):
                               "embedding_dim": grad[-1]}, "backward")
 
 
+def recurrent(part):
+    """A recurrent layer as cuDNN runs it (prenet.fused_recurrent): its kind, configured from the operator's
+    arguments and its input's shape ((batch, steps, features) batch first, else (steps, batch, features))."""
+    from .fused_recurrent import ARGUMENTS
+
+    def rule(op):
+        kind, *values = op.arguments
+        config = dict(zip(ARGUMENTS, values))
+        x, batch_first = op.inputs[0], config.pop("batch_first")
+        steps, batch = (x[0], 1) if len(x) == 2 else (x[1], x[0]) if batch_first else (x[0], x[1])
+        return Work(kind, {"batch": batch, "seq_len": steps, **config}, part)
+    return rule
+
+
 # aten operator (overload packet) -> the work it does; None from a rule means "costed by traffic".
 RULES = {
     "convolution": convolution, "convolution_backward": convolution_backward,
@@ -221,6 +236,7 @@ RULES = {
     "_log_softmax_backward_data": lambda op: _rows("softmax", op.inputs[0], "backward", op.arguments[2]),
     "add": add, "add_": add,
     "embedding": embedding, "embedding_dense_backward": embedding_backward,
+    "_cudnn_rnn": recurrent("forward"), "_cudnn_rnn_backward": recurrent("backward"),
 }
 
 

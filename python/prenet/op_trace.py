@@ -31,7 +31,9 @@ class Op:
     `channels_last`: a convolution whose 4-d tensors (input and weight) are laid out channels_last (NHWC);
     `module_input`: the shape of that module's first positional tensor argument in the call that ran the op
     (None outside any module, or where it took none), as its forward received it: a BatchNorm's first operator
-    updates its step counter, a Linear's first transposes its weight."""
+    updates its step counter, a Linear's first transposes its weight; `runs_on`: "" for an op every device runs,
+    "cpu" for one of the operators a recurrent layer runs as on the CPU, "cuda" for the one cuDNN runs it as
+    (prenet.fused_recurrent)."""
     phase: str
     name: str
     inputs: list
@@ -43,6 +45,7 @@ class Op:
     output_dtypes: list = field(default_factory=list)
     channels_last: bool = False
     module_input: tuple = None
+    runs_on: str = ""
 
 
 class _DtypeNames(dict):
@@ -101,8 +104,10 @@ def _recorder(meta=False, direct=None):
     class Recorder(TorchDispatchMode):
         def __init__(self):
             super().__init__()
-            # `modules`: a stack of (label, first tensor argument's shape) of the module calls under way
+            # `modules`: a stack of (label, first tensor argument's shape) of the module calls under way;
+            # `runs_on`: stamped on each op (Op.runs_on); `paused`: operators not recorded (a boundary's own)
             self.ops, self.phase, self.modules = [], "forward", []
+            self.runs_on, self.paused = "", False
 
         def __enter__(self):
             if direct is None:
@@ -125,12 +130,14 @@ def _recorder(meta=False, direct=None):
                     out = call(func, args, kwargs)
                 finally:
                     direct(self)
+            if self.paused:
+                return out
             module, module_input = self.modules[-1] if self.modules else ("", None)
             if func is detach:  # a view, the most frequent operator by far (autograd hands over each gradient
                 # through one): recorded without the general walk over arguments and outputs
                 shape, dtype = tuple(out.shape), dtype_names[out.dtype]
                 self.ops.append(Op(self.phase, "detach.default", [shape], [shape], [TENSOR], module, dtype, [dtype],
-                                   [dtype], False, module_input))
+                                   [dtype], False, module_input, self.runs_on))
                 return out
             tensors, arguments = [], []
             for value in args:  # one pass: the tensors, and the arguments with TENSOR in their place
@@ -157,7 +164,8 @@ def _recorder(meta=False, direct=None):
                 self.phase, name, [tuple(t.shape) for t in tensors],
                 [tuple(t.shape) if isinstance(t, Tensor) else None for t in outputs], arguments,
                 module, input_dtypes[0] if tensors else "", input_dtypes,
-                [dtype_names[t.dtype] if isinstance(t, Tensor) else None for t in outputs], nhwc, module_input))
+                [dtype_names[t.dtype] if isinstance(t, Tensor) else None for t in outputs], nhwc, module_input,
+                self.runs_on))
             return out
 
     return Recorder()
@@ -198,6 +206,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
     from .autocast_policy import CudaAutocast
+    from .fused_recurrent import fused_recurrent_layers
     from .meta_model import to_meta, weights_on_meta
     from .model_inputs import call
 
@@ -222,7 +231,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
     else:
         model.zero_grad(set_to_none=True)
     try:
-        with weights_on_meta(model) if meta else contextlib.nullcontext(), recorder:
+        with weights_on_meta(model) if meta else fused_recurrent_layers(model, recorder), recorder:
             with CudaAutocast() if autocast else contextlib.nullcontext():
                 output = call(model, inputs)
                 tensor = _first_tensor(output)

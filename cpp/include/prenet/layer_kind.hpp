@@ -24,7 +24,9 @@ struct ParameterSpec {
 
 class LayerKind;
 
-enum class TensorCores { none, matmul, convolution };
+// Which tensor cores a kind's products may run on: none; cuBLAS's (matmul: full fp32 by PyTorch's default); cuDNN's
+// (convolutions and recurrent layers: TF32 by PyTorch's default in fp32, torch.backends.cudnn.allow_tf32).
+enum class TensorCores { none, matmul, cudnn };
 
 // A kernel of some layer kind and configuration that stands for part of another layer's work, `count` times
 // (the backward pass as forward kernels of known shapes; a composite layer as its parts).
@@ -87,8 +89,9 @@ public:
     // The backward pass (input and weight gradients) as forward kernels of known shapes.
     // Empty function: the backward passes of forward_kernels.
     std::function<std::vector<KernelWork>(const LayerConfig&)> backward_kernels;
-    // Whether its kernels are matrix products that tensor cores run (see prenet/precision.hpp): cuDNN
-    // convolutions (TF32 by default in fp32) or matmuls (full fp32 by default); both in bf16 and fp16.
+    // Whether its kernels are matrix products that tensor cores run (see prenet/precision.hpp): cuDNN's
+    // convolutions and recurrent layers (TF32 by default in fp32) or matmuls (full fp32 by default); all of them
+    // in bf16 and fp16.
     TensorCores tensor_cores = TensorCores::none;
     // What the layer runs where it is on tensor cores, if that is not the CUDA-core work its predictor learned
     // (empty function or result: its own prediction moved to the tensor-core rate). Entries of a matrix kind are

@@ -2,6 +2,7 @@
 // directly where the bundle has a predictor for it and composed from kernels of known shapes where it has not.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,19 +36,21 @@ struct LayerTime {
 // kernels only): tensor-core kinds keep the efficiency predicted for fp32 on the precision's roofline (their fp32
 // time times tensor_core_factor; a kind with tensor_core_kernels, a convolution, as those kernels: its implicit
 // GEMM so moved and its layout transposes), memory-bound kinds are timed as their narrowed configuration. The optimizer's
-// update runs in fp32 whatever the precision. `issue_gap_ms`: host time that every latency the bundle learned
-// includes (the measurement's time to issue the operator, see prenet/launch_gap.py); taken off each predicted
-// kernel to leave its device time, never below the kernel's roofline bound (nor above its prediction); 0 keeps
-// latencies as measured. Predictions are batched per (kind, mode). Throws std::invalid_argument for an unknown
-// optimizer or a precision the GPU lacks.
+// update runs in fp32 whatever the precision. `issue_gap_ms`: per kernel kind, the host time that every latency
+// the bundle learned for it includes (the measurement's time to issue the operator, see prenet/launch_gap.py);
+// taken off each predicted kernel of that kind (a composite layer's kernels each by their own kind's) to leave
+// its device time, never below the kernel's roofline bound (nor above its prediction); a kind not listed keeps
+// its latencies as measured. Predictions are batched per (kind, mode). Throws std::invalid_argument for an
+// unknown optimizer or a precision the GPU lacks.
+using IssueGaps = std::map<std::string, double>;
 std::vector<LayerTime> estimate_layer_times(const PredictorBundle& bundle, const std::vector<LayerConfig>& configs,
                                             const GpuSpec& gpu, const std::string& optimizer,
-                                            Precision precision = Precision::fp32, double issue_gap_ms = 0);
+                                            Precision precision = Precision::fp32, const IssueGaps& issue_gap_ms = {});
 
 // The optimizer's update of parameter tensors of the given element counts, one time per tensor, composed by the
 // optimizer rule above (issue_gap_ms as above).
 std::vector<LayerTime> estimate_update_times(const PredictorBundle& bundle, const std::vector<double>& tensor_elements,
                                              const GpuSpec& gpu, const std::string& optimizer,
-                                             double issue_gap_ms = 0);
+                                             const IssueGaps& issue_gap_ms = {});
 
 }  // namespace prenet

@@ -105,7 +105,7 @@ LayerKind make_conv2d() {
     kind.derived_values = conv2d_derived;
     kind.cost = conv2d_cost;
     kind.backward_kernels = conv2d_backward;
-    kind.tensor_cores = TensorCores::convolution;
+    kind.tensor_cores = TensorCores::cudnn;
     kind.tensor_core_kernels = conv2d_tensor_core_kernels;
     return kind;
 }

@@ -105,7 +105,7 @@ LayerKind make_convolution() {
     kind.cost = convolution_layer_cost;
     kind.forward_kernels = convolution_forward;
     kind.backward_kernels = convolution_backward;
-    kind.tensor_cores = TensorCores::convolution;
+    kind.tensor_cores = TensorCores::cudnn;
     kind.tensor_core_kernels = convolution_tensor_core_kernels;
     return kind;
 }

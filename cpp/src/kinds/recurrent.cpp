@@ -106,6 +106,8 @@ LayerKind make_recurrent(Recurrence recurrence) {
     kind.derived_values = [](const LayerConfig& c) { return std::vector<double>{c["bidirectional"] ? 2.0 : 1.0}; };
     kind.cost = [t](const LayerConfig& c, double bytes_per_element) { return recurrent_cost(t, c, bytes_per_element); };
     kind.forward_kernels = [t](const LayerConfig& c) { return recurrent_kernels(t, c); };
+    // cuDNN's RNN descriptor takes PyTorch's cuDNN TF32 flag (aten/src/ATen/native/cudnn/RNN.cpp): TF32 by default.
+    kind.tensor_cores = TensorCores::cudnn;
     return kind;
 }
 

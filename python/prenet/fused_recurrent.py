@@ -1,0 +1,118 @@
+"""Recurrent layers (torch.nn.RNN, LSTM, GRU) as each device runs them. On the CPU PyTorch runs a layer as a loop
+of operators, a handful per step, each dispatched on its own; on a GPU it makes one call to cuDNN, whose kernels
+(one GEMM projecting the inputs of every step, then per step a GEMM of the hidden state and a fused cell) are
+those of the native recurrent kinds (cpp/src/kinds/recurrent.cpp), and one for the backward pass.
+
+Traced for real, each layer runs within a boundary (a torch.autograd.Function) that records both: the CPU's
+operators, forward and backward, marked runs_on="cpu", and one operator for the forward and one for the
+backward as cuDNN's (`_cudnn_rnn`, `_cudnn_rnn_backward`), marked "cuda", whose arguments give the layer's
+configuration. The costing keeps the ones of the device it costs for (prenet.estimate). Layers cuDNN does not
+run this way here (packed sequences, LSTM projections) keep their operators on every device.
+"""
+import contextlib
+import functools
+
+# Op.arguments of a fused operator: the layer kind and these configuration keys, in order; batch and seq_len
+# come from its input's shape.
+ARGUMENTS = ("input_size", "hidden_size", "num_layers", "bidirectional", "bias", "batch_first")
+# torch's RNNBase.mode -> layer kind of the native table (a ReLU RNN costs what a tanh RNN does).
+KINDS = {"RNN_TANH": "rnn", "RNN_RELU": "rnn", "LSTM": "lstm", "GRU": "gru"}
+FORWARD, BACKWARD = "_cudnn_rnn.default", "_cudnn_rnn_backward.default"
+
+
+def _record(recorder, phase, name, layer, label, x, output):
+    from .op_trace import Op, dtype_names
+
+    dtype = dtype_names[x.dtype]
+    arguments = [KINDS[layer.mode], *(int(getattr(layer, key)) for key in ARGUMENTS)]
+    recorder.ops.append(Op(phase, name, [tuple(x.shape)], [tuple(output.shape)], arguments, label, dtype, [dtype],
+                           [dtype_names[output.dtype]], False, tuple(x.shape) if phase == "forward" else None,
+                           "cuda"))
+
+
+def _boundary():
+    import torch
+
+    class Boundary(torch.autograd.Function):
+        """The layer run on (x, its initial states) with its own weights, recorded as above; the weights are
+        inputs too, so that their gradients reach them as any layer's do (autograd accumulates them, on every
+        device)."""
+
+        @staticmethod
+        def forward(ctx, run, layer, label, recorder, states, x, *tensors):
+            ctx.set_materialize_grads(False)
+            recorder.paused = True
+            inner = [t.detach().requires_grad_(t.requires_grad) for t in (x, *tensors[:states])]
+            recorder.paused, recorder.runs_on = False, "cpu"
+            try:
+                with torch.enable_grad():
+                    output, state = run(inner[0], _state(layer, inner[1:]))
+            finally:
+                recorder.runs_on = ""
+            _record(recorder, "forward", FORWARD, layer, label, x, output)
+            outputs = (output, *(state if isinstance(state, tuple) else (state,)))
+            ctx.inner, ctx.outputs, ctx.weights = inner, outputs, tensors[states:]
+            ctx.layer, ctx.label, ctx.recorder = layer, label, recorder
+            recorder.paused = True
+            try:
+                return tuple(t.detach() for t in outputs)
+            finally:
+                recorder.paused = False
+
+        @staticmethod
+        def backward(ctx, *grads):
+            pairs = [(t, g) for t, g in zip(ctx.outputs, grads) if g is not None and t.requires_grad]
+            sources = [*ctx.inner, *ctx.weights]
+            wanted = [t for t in sources if t.requires_grad]
+            recorder = ctx.recorder
+            recorder.runs_on = "cpu"
+            try:  # the gradients themselves, none accumulated here (autograd does that with those returned)
+                found = torch.autograd.grad([t for t, _ in pairs], wanted, [g for _, g in pairs],
+                                            allow_unused=True) if pairs and wanted else [None] * len(wanted)
+            finally:
+                recorder.runs_on = ""
+            _record(recorder, "backward", BACKWARD, ctx.layer, ctx.label, ctx.inner[0], ctx.outputs[0])
+            by_source = dict(zip(map(id, wanted), found))
+            return (None, None, None, None, None, *(by_source.get(id(t)) for t in sources))
+
+    return Boundary
+
+
+def _state(layer, tensors):
+    """The initial state as the layer takes it: None, h_0, or (h_0, c_0) for an LSTM."""
+    if not tensors:
+        return None
+    return tuple(tensors) if layer.mode == "LSTM" else tensors[0]
+
+
+@contextlib.contextmanager
+def fused_recurrent_layers(model, recorder):
+    """Within the block, every recurrent layer of `model` that cuDNN runs as one call records as described above
+    (a forward of its own in place of the class's, removed after)."""
+    import torch
+
+    boundary = _boundary()
+    patched = []
+
+    def forward_of(layer, label):
+        run = functools.partial(type(layer).forward, layer)
+
+        def forward(input, hx=None):
+            if (not isinstance(input, torch.Tensor) or not input.is_floating_point() or
+                    getattr(layer, "proj_size", 0)):
+                return run(input, hx)  # a packed sequence, or an LSTM with projections: its operators everywhere
+            states = [] if hx is None else list(hx) if isinstance(hx, tuple) else [hx]
+            outputs = boundary.apply(run, layer, label, recorder, len(states), input, *states,
+                                     *layer._flat_weights)
+            return outputs[0], _state(layer, list(outputs[1:]))
+        return forward
+
+    try:
+        for name, layer in model.named_modules():
+            if isinstance(layer, torch.nn.RNNBase) and layer.mode in KINDS:
+                layer.forward = forward_of(layer, name or type(layer).__name__)
+                patched.append(layer)
+        yield
+    finally:
+        for layer in patched:
+            del layer.forward

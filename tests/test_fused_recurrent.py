@@ -1,0 +1,82 @@
+"""Recurrent layers as each device runs them: the CPU's loop of operators, cuDNN's one call (prenet.fused_recurrent)."""
+import pytest
+import torch
+import torch.nn as nn
+
+import prenet
+from prenet import fused_recurrent, op_trace
+
+
+class Tagger(nn.Module):
+    def __init__(self, recurrent, bidirectional=False, with_state=False):
+        super().__init__()
+        self.embed = nn.Embedding(50, 16)
+        self.rnn = recurrent(16, 24, num_layers=2, batch_first=True, bidirectional=bidirectional)
+        self.head = nn.Linear(24 * (2 if bidirectional else 1), 5)
+        self.with_state = with_state
+
+    def forward(self, ids):
+        x = self.embed(ids)
+        if self.with_state:
+            shape = (2 * (2 if self.rnn.bidirectional else 1), x.shape[0], 24)
+            state = torch.zeros(shape) if isinstance(self.rnn, (nn.GRU, nn.RNN)) else (torch.zeros(shape),) * 2
+            return self.head(self.rnn(x, state)[0])
+        return self.head(self.rnn(x)[0])
+
+
+@pytest.mark.parametrize("recurrent, kind", [(nn.LSTM, "lstm"), (nn.GRU, "gru"), (nn.RNN, "rnn")])
+@pytest.mark.parametrize("bidirectional, with_state", [(False, False), (True, True)])
+@pytest.mark.filterwarnings("ignore:this machine.s CPU")
+def test_each_layer_records_its_cpu_operators_and_one_cudnn_call_each_way(recurrent, kind, bidirectional, with_state):
+    model = Tagger(recurrent, bidirectional, with_state)
+    ops = op_trace.trace_once(model, torch.randint(50, (3, 7)))
+    fused = [op for op in ops if op.runs_on == "cuda"]
+    assert [(op.phase, op.name) for op in fused] == [("forward", fused_recurrent.FORWARD),
+                                                     ("backward", fused_recurrent.BACKWARD)]
+    assert all(op.module == "rnn" and op.arguments == [kind, 16, 24, 2, int(bidirectional), 1, 1] for op in fused)
+    assert fused[0].inputs == [(3, 7, 16)]
+    cpu = [op for op in ops if op.runs_on == "cpu"]
+    assert {"forward", "backward"} == {op.phase for op in cpu} and len(cpu) > 20
+    assert all(op.module == "rnn" for op in cpu if op.phase == "forward")
+    # the layer's input gradient reaches the embedding through the boundary
+    assert any(op.name.startswith("embedding_dense_backward") for op in ops)
+    # a device keeps the operators it runs: the CPU its loop, a GPU the one call each way
+    gpu = prenet.predict(model, batch=8, gpu="A100", example_input=torch.randint(50, (1, 7))).ops
+    cpu_estimate = prenet.predict(model, batch=8, gpu="cpu", example_input=torch.randint(50, (1, 7))).ops
+    assert gpu.loc[gpu["module"] == "rnn", "op"].tolist() == [fused_recurrent.FORWARD, fused_recurrent.BACKWARD]
+    assert set(gpu.loc[gpu["module"] == "rnn", "kind"]) == {kind}
+    assert fused_recurrent.FORWARD not in set(cpu_estimate["op"]) and (cpu_estimate["module"] == "rnn").sum() > 20
+
+
+def test_the_model_trains_as_without_the_boundary_and_is_left_as_it_was():
+    """Traced for real, the layer's weights get the gradients they get without it; afterwards its forward is
+    the class's again."""
+    torch.manual_seed(0)
+    model, ids = Tagger(nn.LSTM), torch.randint(50, (3, 7))
+    model(ids).float().mean().backward()
+    expected = [p.grad.clone() for p in model.rnn.parameters()]
+    model.zero_grad(set_to_none=True)
+    recorder = op_trace._recorder()
+    with fused_recurrent.fused_recurrent_layers(model, recorder), recorder:
+        model(ids).float().mean().backward()
+    for got, want in zip((p.grad for p in model.rnn.parameters()), expected):
+        assert torch.allclose(got, want, atol=1e-6)
+    assert "forward" not in vars(model.rnn)
+
+
+def test_packed_sequences_and_projections_keep_their_operators_everywhere():
+    lstm = nn.LSTM(8, 12, proj_size=4, batch_first=True)
+    ops = op_trace.trace_once(lstm, torch.randn(2, 5, 8))
+    assert not [op for op in ops if op.runs_on]
+
+
+def test_a_gpu_runs_the_recurrent_kind_in_tf32_by_default_where_it_has_it():
+    """cuDNN's RNN descriptor follows torch.backends.cudnn.allow_tf32 (on by default), as convolutions do."""
+    config = dict(batch=64, seq_len=50, input_size=512, hidden_size=1024, num_layers=2)
+    for gpu, faster in (("A100", True), ("H100", True), ("V100", False)):
+        default = prenet.layer_time("lstm", gpu=gpu, **config)
+        strict = prenet.layer_time("lstm", gpu=gpu, precision="fp32_strict", **config)
+        if faster:
+            assert default["forward_ms"] < 0.8 * strict["forward_ms"] and default["backward_ms"] < strict["backward_ms"]
+        else:
+            assert default == strict

@@ -72,6 +72,22 @@ def test_traffic_counts_bytes_at_each_tensors_element_size():
     assert op_costs.narrow_precision(mixed) == ""  # mostly 4-byte tensors
 
 
+@pytest.mark.parametrize("name", op_costs.FUSED_ATTENTION)
+def test_pytorch_2s_fused_attention_is_its_two_batched_products(name):
+    """torch 1.13 has no fused attention to trace; PyTorch 2 records one of these operators instead of matmul and
+    softmax: each costs its products Q K^T and P V, not the bytes it moves."""
+    q, k, v = (2, 12, 128, 64), (2, 12, 256, 64), (2, 12, 256, 32)
+    forward = op_costs.work_of(Op("forward", f"{name}.default", [q, k, v], [(2, 12, 128, 32)],
+                                  ["<tensor>"] * 3, "", "bfloat16", ["bfloat16"] * 3, ["bfloat16"]))
+    assert (forward.kind, forward.config, forward.count) == ("bmm", {"batch": 24, "m": 128, "k": 64, "n": 256}, 1.5)
+    assert forward.narrow == "bf16" and forward.part == "forward"
+    backward = op_costs.work_of(Op("backward", f"{name}_backward.default", [(2, 12, 128, 32), q, k, v],
+                                   [q, k, v], ["<tensor>"] * 4, "", "float32"))
+    assert (backward.kind, backward.part, backward.config) == ("bmm", "backward", forward.config)
+    flops = prenet.layer_features("bmm", gpu="H100", **forward.config)["forward_flops"]
+    assert forward.count * flops == 2 * 24 * 128 * 256 * (64 + 32)  # Q K^T and P V
+
+
 def test_mixed_precision_is_faster_where_tensor_cores_are_and_keeps_the_update_in_fp32():
     model = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 1024))
     run = dict(batch=256, input_shape=(1024,), optimizer="adam")

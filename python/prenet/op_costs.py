@@ -193,6 +193,27 @@ def embedding_backward(op):
                               "embedding_dim": grad[-1]}, "backward")
 
 
+def fused_attention(part):
+    """PyTorch 2's fused attention (scaled_dot_product_attention's flash, memory-efficient, cuDNN and CPU
+    kernels; torch 1.13 has none and runs it as matmul and softmax): its two products, Q K^T (L x E by E x S per
+    batch and head) and P V (L x S by S x E_v), as that many batched products of the first's shape; the backward
+    as their gradients (the recomputation of the scores a flash backward also does is not counted). The query,
+    key and value are the first three tensors of the forward, the second to fourth of the backward (after dY)."""
+    first = 0 if part == "forward" else 1
+
+    def rule(op):
+        q, k, v = op.inputs[first:first + 3]
+        if len(q) < 3 or len(k) != len(q) or len(v) != len(q):
+            return None
+        heads = numel(q[:-2])
+        return Work("bmm", {"batch": heads, "m": q[-2], "k": q[-1], "n": k[-2]}, part, 1.0 + v[-1] / q[-1])
+    return rule
+
+
+FUSED_ATTENTION = ("_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+                   "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu")
+
+
 def recurrent(part):
     """A recurrent layer as cuDNN runs it (prenet.fused_recurrent): its kind, configured from the operator's
     arguments and its input's shape ((batch, steps, features) batch first, else (steps, batch, features))."""
@@ -237,6 +258,8 @@ RULES = {
     "add": add, "add_": add,
     "embedding": embedding, "embedding_dense_backward": embedding_backward,
     "_cudnn_rnn": recurrent("forward"), "_cudnn_rnn_backward": recurrent("backward"),
+    **{name: fused_attention("forward") for name in FUSED_ATTENTION},
+    **{f"{name}_backward": fused_attention("backward") for name in FUSED_ATTENTION},
 }
 
 

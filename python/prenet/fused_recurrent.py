@@ -30,6 +30,17 @@ def _record(recorder, phase, name, layer, label, x, output):
                            "cuda"))
 
 
+@contextlib.contextmanager
+def _marked(recorder, paused=False, runs_on=""):
+    """Within the block the recorder skips operators (`paused`) or marks them with `runs_on`; as before after."""
+    before = recorder.paused, recorder.runs_on
+    recorder.paused, recorder.runs_on = paused, runs_on
+    try:
+        yield
+    finally:
+        recorder.paused, recorder.runs_on = before
+
+
 def _boundary():
     import torch
 
@@ -41,37 +52,27 @@ def _boundary():
         @staticmethod
         def forward(ctx, run, layer, label, recorder, states, x, *tensors):
             ctx.set_materialize_grads(False)
-            recorder.paused = True
-            inner = [t.detach().requires_grad_(t.requires_grad) for t in (x, *tensors[:states])]
-            recorder.paused, recorder.runs_on = False, "cpu"
-            try:
-                with torch.enable_grad():
-                    output, state = run(inner[0], _state(layer, inner[1:]))
-            finally:
-                recorder.runs_on = ""
+            with _marked(recorder, paused=True):  # the boundary's own operators are no layer's
+                inner = [t.detach().requires_grad_(t.requires_grad) for t in (x, *tensors[:states])]
+            with _marked(recorder, runs_on="cpu"), torch.enable_grad():
+                output, state = run(inner[0], _state(layer, inner[1:]))
             _record(recorder, "forward", FORWARD, layer, label, x, output)
             outputs = (output, *(state if isinstance(state, tuple) else (state,)))
             ctx.inner, ctx.outputs, ctx.weights = inner, outputs, tensors[states:]
             ctx.layer, ctx.label, ctx.recorder = layer, label, recorder
-            recorder.paused = True
-            try:
+            with _marked(recorder, paused=True):
                 return tuple(t.detach() for t in outputs)
-            finally:
-                recorder.paused = False
 
         @staticmethod
         def backward(ctx, *grads):
             pairs = [(t, g) for t, g in zip(ctx.outputs, grads) if g is not None and t.requires_grad]
             sources = [*ctx.inner, *ctx.weights]
             wanted = [t for t in sources if t.requires_grad]
-            recorder = ctx.recorder
-            recorder.runs_on = "cpu"
-            try:  # the gradients themselves, none accumulated here (autograd does that with those returned)
+            # the gradients themselves, none accumulated here (autograd does that with those returned)
+            with _marked(ctx.recorder, runs_on="cpu"):
                 found = torch.autograd.grad([t for t, _ in pairs], wanted, [g for _, g in pairs],
                                             allow_unused=True) if pairs and wanted else [None] * len(wanted)
-            finally:
-                recorder.runs_on = ""
-            _record(recorder, "backward", BACKWARD, ctx.layer, ctx.label, ctx.inner[0], ctx.outputs[0])
+            _record(ctx.recorder, "backward", BACKWARD, ctx.layer, ctx.label, ctx.inner[0], ctx.outputs[0])
             by_source = dict(zip(map(id, wanted), found))
             return (None, None, None, None, None, *(by_source.get(id(t)) for t in sources))
 

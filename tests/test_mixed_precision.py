@@ -1,6 +1,7 @@
 """bf16/fp16 autocast: the trace replays CUDA autocast's casts, and the costing uses 2-byte tensors and the
 catalog's tensor-core rates."""
 import copy
+import math
 
 import pytest
 import torch
@@ -70,6 +71,26 @@ def test_traffic_counts_bytes_at_each_tensors_element_size():
     mixed = Op("forward", "add.Tensor", [(1000,), (1000,)], [(1000,)], ["<tensor>", "<tensor>"], "", "bfloat16",
                ["bfloat16", "float32"], ["float32"])
     assert op_costs.narrow_precision(mixed) == ""  # mostly 4-byte tensors
+
+
+def test_gathers_read_what_they_select_not_the_whole_table():
+    """index_select, gather and an embedding bag read the selected rows and the indices and write their output: a
+    lookup of 64 rows in a table of a million moves kilobytes, not the table's 256 MB."""
+    table, index, rows = (1_000_000, 64), (64,), (64, 64)
+    select = Op("forward", "index_select.default", [table, index], [rows], ["<tensor>", 0, "<tensor>"], "",
+                "float32", ["float32", "int64"], ["float32"])
+    assert op_costs.moved_bytes(select) > 256e6  # what the general rule counted
+    assert op_costs.work_of(select).config["features"] == math.ceil((2 * 64 * 64 * 4 + 64 * 8) / 4 / 3)
+    half = Op("forward", "gather.default", [(100, 64), rows], [rows], ["<tensor>", 0, "<tensor>"], "", "bfloat16",
+              ["bfloat16", "int64"], ["bfloat16"])
+    work = op_costs.work_of(half)
+    assert work.how == "traffic" and work.narrow == ""  # counted at its element sizes, not narrowed again
+    assert work.config["features"] == math.ceil((2 * 64 * 64 * 2 + 64 * 64 * 8) / 4 / 3)
+    bag = Op("forward", "_embedding_bag.default", [table, (32, 20)], [(32, 64), (0,), (32,), (32,)],
+             ["<tensor>", "<tensor>"], "", "float32", ["float32", "int64"], ["float32", "int64", "int64", "int64"])
+    read = 32 * 20 * 64 * 4 + 32 * 20 * 8
+    written = 32 * 64 * 4 + 2 * 32 * 8
+    assert op_costs.work_of(bag).config["features"] == math.ceil((read + written) / 4 / 3)
 
 
 @pytest.mark.parametrize("name", op_costs.FUSED_ATTENTION)

@@ -193,6 +193,28 @@ def embedding_backward(op):
                               "embedding_dim": grad[-1]}, "backward")
 
 
+def _bytes(shape, dtype):
+    return numel(shape) * ITEMSIZE.get(dtype, FP32_BYTES)
+
+
+def gathered(op):
+    """index_select and gather: they read the rows (elements) their output holds and the indices, not the whole
+    table they select from, and write the output."""
+    tensors = _tensors(op)
+    index, out = tensors[1], tensors[len(op.inputs)]
+    return traffic((2 * _bytes(*out) + _bytes(*index)) / FP32_BYTES)
+
+
+def embedding_bag(op):
+    """An embedding bag reads the rows its indices select (not the whole table) and the indices, and writes its
+    outputs (the bags and their bookkeeping)."""
+    tensors = _tensors(op)
+    (weight, dtype), indices = tensors[:2]
+    rows = numel(indices[0]) * weight[-1] * ITEMSIZE.get(dtype, FP32_BYTES)
+    written = sum(_bytes(*t) for t in tensors[len(op.inputs):])
+    return traffic((rows + _bytes(*indices) + written) / FP32_BYTES)
+
+
 def fused_attention(part):
     """PyTorch 2's fused attention (scaled_dot_product_attention's flash, memory-efficient, cuDNN and CPU
     kernels; torch 1.13 has none and runs it as matmul and softmax): its two products, Q K^T (L x E by E x S per
@@ -258,6 +280,8 @@ RULES = {
     "add": add, "add_": add,
     "embedding": embedding, "embedding_dense_backward": embedding_backward,
     "_cudnn_rnn": recurrent("forward"), "_cudnn_rnn_backward": recurrent("backward"),
+    "index_select": gathered, "gather": gathered, "_embedding_bag": embedding_bag,
+    "_embedding_bag_forward_only": embedding_bag,
     **{name: fused_attention("forward") for name in FUSED_ATTENTION},
     **{f"{name}_backward": fused_attention("backward") for name in FUSED_ATTENTION},
 }
@@ -273,6 +297,7 @@ def work_of(op):
     rule = RULES.get(base)
     found = rule(op) if rule else None
     if found is not None:
-        found.narrow = narrow_precision(op)
+        if found.how != "traffic":  # traffic is counted at each tensor's own element size already
+            found.narrow = narrow_precision(op)
         return found
     return traffic(moved_bytes(op) / FP32_BYTES)

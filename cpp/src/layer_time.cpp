@@ -128,11 +128,11 @@ private:
         if (bundle_.has(kind.name, "backward")) return leaf(c, "backward", d, precision);
         if (kind.backward_kernels) {
             for (const auto& k : kind.backward_kernels(c)) {
-                forward_in(configure(k), scaled(d, k.count), depth + 1, width(k, within(kind, precision)));
+                forward_in(configure(k), scaled(d, k.count), depth + 1, width(k, precision_within(kind, precision)));
             }
         } else if (kind.forward_kernels && depth < kMaxDepth) {
             for (const auto& k : kind.forward_kernels(c)) {
-                backward_in(configure(k), scaled(d, k.count), depth + 1, width(k, within(kind, precision)));
+                backward_in(configure(k), scaled(d, k.count), depth + 1, width(k, precision_within(kind, precision)));
             }
         } else {
             // A memory-bound kind: its backward moves backward_bytes where its forward moves forward_bytes.
@@ -145,14 +145,8 @@ private:
 
     void expand(const LayerConfig& c, Destination d, int depth, Precision precision) {
         for (const auto& k : c.kind().forward_kernels(c)) {
-            forward_in(configure(k), scaled(d, k.count), depth + 1, width(k, within(c.kind(), precision)));
+            forward_in(configure(k), scaled(d, k.count), depth + 1, width(k, precision_within(c.kind(), precision)));
         }
-    }
-
-    // The precision a kind's kernels run in: cuDNN's layers take TF32 in fp32 (torch.backends.cudnn.allow_tf32 is
-    // on by default), as the tf32 precision gives matmuls; on a GPU without TF32 that is fp32 again.
-    static Precision within(const LayerKind& kind, Precision precision) {
-        return kind.tensor_cores == TensorCores::cudnn && precision == Precision::fp32 ? Precision::tf32 : precision;
     }
 
     // The least a kernel can take on the device: its roofline bound (Williams et al., 2009).

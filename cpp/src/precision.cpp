@@ -44,13 +44,16 @@ const char* to_string(Precision precision) {
 
 double element_bytes(Precision precision) { return two_byte(precision) ? 2.0 : kFp32Bytes; }
 
+Precision precision_within(const LayerKind& kind, Precision precision) {
+    return kind.tensor_cores == TensorCores::cudnn && precision == Precision::fp32 ? Precision::tf32 : precision;
+}
+
 double matrix_tflops(const LayerKind& kind, const GpuSpec& gpu, Precision precision) {
     if (kind.tensor_cores == TensorCores::none || precision == Precision::fp32_strict) return gpu.fp32_tflops;
-    if (precision == Precision::fp32 || precision == Precision::tf32) {
-        // TF32 where the GPU has it: for cuDNN's layers by PyTorch's default, for matmuls too under tf32
-        const bool tf32 = (kind.tensor_cores == TensorCores::cudnn || precision == Precision::tf32) &&
-                          gpu.tf32_tflops && *gpu.tf32_tflops > gpu.fp32_tflops;
-        return tf32 ? *gpu.tf32_tflops : gpu.fp32_tflops;
+    precision = precision_within(kind, precision);
+    if (precision == Precision::fp32) return gpu.fp32_tflops;
+    if (precision == Precision::tf32) {  // TF32 where the GPU has it
+        return gpu.tf32_tflops && *gpu.tf32_tflops > gpu.fp32_tflops ? *gpu.tf32_tflops : gpu.fp32_tflops;
     }
     const auto& rate = precision == Precision::bf16 ? gpu.bf16_tflops : gpu.fp16_tflops;
     if (!rate) {

@@ -142,7 +142,7 @@ def _kind_names():
     return tuple(kind["name"] for kind in core().layer_kinds())
 
 
-def _device_times(ops, native, catalog, device, optimizer, precision, gaps_ms=None):
+def _device_times(ops, native, catalog, device, optimizer, precision, gaps_ms):
     """Per op: (Work or None, device milliseconds, basis); `gaps_ms`: {kind: the launch gap in the latencies
     learned for it}, taken off each kernel by its own kind (a composite layer's kernels included).
     Each distinct configuration is predicted once, for its forward and backward parts together (a model repeats
@@ -157,18 +157,18 @@ def _device_times(ops, native, catalog, device, optimizer, precision, gaps_ms=No
     for (kind, kernel_precision), by_config in groups.items():
         configs = [works[indices[0]].config for indices in by_config.values()]
         try:
-            times = native.estimate(kind, configs, catalog, device, optimizer, kernel_precision, gaps_ms or {})
+            times = native.estimate(kind, configs, catalog, device, optimizer, kernel_precision, gaps_ms)
         except ValueError:  # a configuration outside its kind's range: cost its ops by their traffic
             times = []
             for config, indices in zip(configs, by_config.values()):
                 try:
                     times += native.estimate(kind, [config], catalog, device, optimizer, kernel_precision,
-                                             gaps_ms or {})
+                                             gaps_ms)
                 except ValueError:
                     for i in indices:
                         works[i] = op_costs.traffic(op_costs.moved_bytes(ops[i]) / op_costs.FP32_BYTES)
                         t = native.estimate("add", [works[i].config], catalog, device, optimizer, "fp32",
-                                            gaps_ms or {})[0]
+                                            gaps_ms)[0]
                         ms[i], basis[i] = works[i].count * t["forward_ms"], "traffic"
                     times.append(None)
         for indices, t in zip(by_config.values(), times):

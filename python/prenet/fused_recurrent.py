@@ -20,14 +20,28 @@ KINDS = {"RNN_TANH": "rnn", "RNN_RELU": "rnn", "LSTM": "lstm", "GRU": "gru"}
 FORWARD, BACKWARD = "_cudnn_rnn.default", "_cudnn_rnn_backward.default"
 
 
+def arguments_of(layer):
+    """A fused operator's arguments for a recurrent layer: its kind, then its ARGUMENTS."""
+    return [KINDS[layer.mode], *(int(getattr(layer, key)) for key in ARGUMENTS)]
+
+
+def configuration(arguments, shape):
+    """(layer kind, configuration) of a recurrent layer from a fused operator's arguments and its input's shape:
+    (batch, steps, features) batch first, else (steps, batch, features); (steps, features) unbatched."""
+    kind, *values = arguments
+    config = dict(zip(ARGUMENTS, values))
+    batch_first = config.pop("batch_first")
+    steps, batch = (shape[0], 1) if len(shape) == 2 else (shape[1], shape[0]) if batch_first else shape[:2]
+    return kind, {"batch": batch, "seq_len": steps, **config}
+
+
 def _record(recorder, phase, name, layer, label, x, output):
     from .op_trace import Op, dtype_names
 
     dtype = dtype_names[x.dtype]
-    arguments = [KINDS[layer.mode], *(int(getattr(layer, key)) for key in ARGUMENTS)]
-    recorder.ops.append(Op(phase, name, [tuple(x.shape)], [tuple(output.shape)], arguments, label, dtype, [dtype],
-                           [dtype_names[output.dtype]], False, tuple(x.shape) if phase == "forward" else None,
-                           "cuda"))
+    recorder.ops.append(Op(phase, name, [tuple(x.shape)], [tuple(output.shape)], arguments_of(layer), label, dtype,
+                           [dtype], [dtype_names[output.dtype]], False,
+                           tuple(x.shape) if phase == "forward" else None, "cuda"))
 
 
 @contextlib.contextmanager

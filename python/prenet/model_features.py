@@ -10,7 +10,7 @@ import functools
 import math
 
 from .catalog import find_gpu
-from .fused_recurrent import KINDS as RECURRENT_KINDS
+from .fused_recurrent import arguments_of, configuration
 from .layers import layer_features
 from .model_inputs import call, input_maker, map_tensors
 from .model_state import in_mode
@@ -36,14 +36,10 @@ def _convolution(module, inputs, output):
 
 def _recurrent(module, inputs, output):
     x = inputs[0]
-    if not hasattr(x, "shape"):  # a PackedSequence: lengths vary per sample
+    if not hasattr(x, "shape") or getattr(module, "proj_size", 0):  # a PackedSequence (lengths vary), projections
         return None
-    seq_len = x.shape[1] if module.batch_first and x.dim() == 3 else x.shape[0]
-    if getattr(module, "proj_size", 0):
-        return None
-    return RECURRENT_KINDS[module.mode], {
-        "seq_len": seq_len, "input_size": module.input_size, "hidden_size": module.hidden_size,
-        "num_layers": module.num_layers, "bidirectional": module.bidirectional, "bias": module.bias}
+    kind, config = configuration(arguments_of(module), tuple(x.shape))  # as the predictor configures it
+    return kind, {key: value for key, value in config.items() if key != "batch"}
 
 
 def _attention(module, inputs, output):
@@ -124,9 +120,9 @@ def _mappers():
     # Which torch module feeds which layer kind of the native table, and how its configuration is read.
     # ReLU6 is costed as a ReLU: one clamp per element either way.
     convolutions = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
-    return {**dict.fromkeys(convolutions, _convolution), nn.Linear: _linear, nn.RNN: _recurrent, nn.LSTM: _recurrent, nn.GRU: _recurrent,
-            nn.MultiheadAttention: _attention, nn.Embedding: _embedding, nn.LayerNorm: _layer_norm,
-            nn.BatchNorm2d: _batchnorm2d, nn.MaxPool2d: _pool2d("maxpool2d"), nn.AvgPool2d: _pool2d("avgpool2d"),
+    return {**dict.fromkeys(convolutions, _convolution), nn.Linear: _linear, nn.RNN: _recurrent,
+            nn.LSTM: _recurrent, nn.GRU: _recurrent, nn.MultiheadAttention: _attention, nn.Embedding: _embedding,
+            nn.LayerNorm: _layer_norm, nn.BatchNorm2d: _batchnorm2d, nn.MaxPool2d: _pool2d("maxpool2d"), nn.AvgPool2d: _pool2d("avgpool2d"),
             nn.AdaptiveAvgPool2d: _adaptive_avgpool2d, nn.ReLU: _pointwise("relu"), nn.ReLU6: _pointwise("relu"),
             nn.GELU: _pointwise("gelu"), nn.Tanh: _pointwise("tanh"), nn.Sigmoid: _pointwise("sigmoid"),
             nn.SiLU: _pointwise("silu"), nn.Softmax: _softmax}

@@ -56,9 +56,14 @@ def _tensors(op):
         (s, d) for s, d in zip(op.outputs, dtypes_out) if s is not None]
 
 
+def _bytes(shape, dtype):
+    """Bytes of a tensor of `shape` at its recorded element size."""
+    return numel(shape) * ITEMSIZE.get(dtype, FP32_BYTES)
+
+
 def moved_bytes(op):
     """Bytes of every tensor the op reads and writes, at their recorded element sizes."""
-    return sum(numel(s) * ITEMSIZE.get(d, FP32_BYTES) for s, d in _tensors(op))
+    return sum(_bytes(s, d) for s, d in _tensors(op))
 
 
 def narrow_precision(op):
@@ -193,10 +198,6 @@ def embedding_backward(op):
                               "embedding_dim": grad[-1]}, "backward")
 
 
-def _bytes(shape, dtype):
-    return numel(shape) * ITEMSIZE.get(dtype, FP32_BYTES)
-
-
 def gathered(op):
     """index_select and gather: they read the rows (elements) their output holds and the indices, not the whole
     table they select from, and write the output."""
@@ -210,7 +211,7 @@ def embedding_bag(op):
     outputs (the bags and their bookkeeping)."""
     tensors = _tensors(op)
     (weight, dtype), indices = tensors[:2]
-    rows = numel(indices[0]) * weight[-1] * ITEMSIZE.get(dtype, FP32_BYTES)
+    rows = _bytes((numel(indices[0]), weight[-1]), dtype)
     written = sum(_bytes(*t) for t in tensors[len(op.inputs):])
     return traffic((rows + _bytes(*indices) + written) / FP32_BYTES)
 
@@ -239,14 +240,10 @@ FUSED_ATTENTION = ("_scaled_dot_product_flash_attention", "_scaled_dot_product_e
 def recurrent(part):
     """A recurrent layer as cuDNN runs it (prenet.fused_recurrent): its kind, configured from the operator's
     arguments and its input's shape ((batch, steps, features) batch first, else (steps, batch, features))."""
-    from .fused_recurrent import ARGUMENTS
+    from .fused_recurrent import configuration
 
     def rule(op):
-        kind, *values = op.arguments
-        config = dict(zip(ARGUMENTS, values))
-        x, batch_first = op.inputs[0], config.pop("batch_first")
-        steps, batch = (x[0], 1) if len(x) == 2 else (x[1], x[0]) if batch_first else (x[0], x[1])
-        return Work(kind, {"batch": batch, "seq_len": steps, **config}, part)
+        return Work(*configuration(op.arguments, op.inputs[0]), part)
     return rule
 
 

@@ -24,6 +24,11 @@ Precision parse_precision(std::string_view name);
 const char* to_string(Precision precision);
 double element_bytes(Precision precision);  // 4 or 2
 
+// The precision a kind's products (and the kernels it is composed of) run in within a step of `precision`: cuDNN's
+// layers (TensorCores::cudnn) take TF32 in fp32, torch.backends.cudnn.allow_tf32 being on by default, as the tf32
+// precision gives matmuls; on a GPU without TF32 that is fp32 again. Any other kind: `precision`.
+Precision precision_within(const LayerKind& kind, Precision precision);
+
 // Dense matrix rate (TFLOPS) of `gpu` for a kind under `precision`; throws std::invalid_argument where the catalog
 // has no rate for a 2-byte type on this GPU (the GPU does not support it).
 double matrix_tflops(const LayerKind& kind, const GpuSpec& gpu, Precision precision);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "kinds.hpp"
 
@@ -62,19 +63,26 @@ std::vector<KernelWork> convolution_tensor_core_kernels(const LayerConfig& c) {
     return work;
 }
 
-// dX is the convolution running the other way (a transposed one for a plain one, and back) from c_out to c_in
-// channels, with the forward's multiply-adds; dW repeats them over the same tensors; db sums dY (one read).
+// The convolution `c` without its bias as a kernel, or (`reversed`) the one running the other way: from c_out to
+// c_in channels, from its output positions to its input ones, transposed if `c` is not and back.
+KernelWork unbiased(const LayerConfig& c, bool reversed) {
+    std::int64_t in_channels = c["in_channels"], out_channels = c["out_channels"];
+    std::int64_t in_positions = c["in_positions"], out_positions = c["out_positions"];
+    if (reversed) {
+        std::swap(in_channels, out_channels);
+        std::swap(in_positions, out_positions);
+    }
+    return {"convolution", {{"batch", c["batch"]}, {"in_channels", in_channels}, {"out_channels", out_channels},
+                            {"in_positions", in_positions}, {"out_positions", out_positions},
+                            {"kernel_positions", c["kernel_positions"]}, {"groups", c["groups"]},
+                            {"transposed", reversed ? 1 - c["transposed"] : c["transposed"]}, {"bias", 0},
+                            {"channels_last", c["channels_last"]}}};
+}
+
+// dX is the convolution running the other way, with the forward's multiply-adds; dW repeats them over the same
+// tensors; db sums dY (one read).
 std::vector<KernelWork> convolution_backward(const LayerConfig& c) {
-    std::vector<KernelWork> work = {
-        {"convolution", {{"batch", c["batch"]}, {"in_channels", c["out_channels"]}, {"out_channels", c["in_channels"]},
-                         {"in_positions", c["out_positions"]}, {"out_positions", c["in_positions"]},
-                         {"kernel_positions", c["kernel_positions"]}, {"groups", c["groups"]},
-                         {"transposed", 1 - c["transposed"]}, {"bias", 0}, {"channels_last", c["channels_last"]}}},
-        {"convolution", {{"batch", c["batch"]}, {"in_channels", c["in_channels"]}, {"out_channels", c["out_channels"]},
-                         {"in_positions", c["in_positions"]}, {"out_positions", c["out_positions"]},
-                         {"kernel_positions", c["kernel_positions"]}, {"groups", c["groups"]},
-                         {"transposed", c["transposed"]}, {"bias", 0}, {"channels_last", c["channels_last"]}}},
-    };
+    std::vector<KernelWork> work = {unbiased(c, true), unbiased(c, false)};
     if (c["bias"]) {
         work.push_back({"add", {{"batch", c["batch"] * c["out_channels"]}, {"features", c["out_positions"]}},
                         kReductionOfAdd});

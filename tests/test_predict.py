@@ -61,6 +61,34 @@ def test_epoch_is_the_steps_of_every_batch_including_the_last_partial_one():
         "fc": (8, 512)}
 
 
+class ResidualStack(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.Sequential(nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 32), nn.Linear(32, 32))
+        self.norm = nn.LayerNorm(32)
+
+    def forward(self, x):
+        return self.norm(self.layers(x) * 0.5 + x)
+
+
+@pytest.mark.parametrize("gpu", ["A100", "cpu"])
+def test_each_backward_operator_is_counted_to_the_module_whose_forward_made_it(gpu):
+    """Three linear layers of one shape: each has its own gradient products (the first only its weight's, as its
+    input needs no gradient); the residual scale and add are the enclosing module's; only the loss's own gradient
+    belongs to no module."""
+    estimate = prenet.predict(ResidualStack(), batch=4, gpu=gpu, input_shape=(32,), dataset_size=8)
+    backward = estimate.ops[estimate.ops["phase"] == "backward"]
+    products = backward[backward["kind"] == "linear"].groupby("module")["op"].count().to_dict()
+    assert products == {"layers.0": 1, "layers.2": 2, "layers.3": 2}
+    assert set(backward.loc[backward["module"] == "layers.1", "op"]) == {"threshold_backward.default", "detach.default"}
+    assert "mul.Tensor" in set(backward.loc[backward["module"] == "ResidualStack", "op"])
+    assert "native_layer_norm_backward.default" in set(backward.loc[backward["module"] == "norm", "op"])
+    assert len(backward[backward["module"] == "(autograd)"]) == 3
+    layers = estimate.layers.set_index("name")
+    assert layers.loc["layers.2", "backward_ms"] == pytest.approx(layers.loc["layers.3", "backward_ms"])
+    assert layers.loc["layers.0", "backward_ms"] < layers.loc["layers.2", "backward_ms"]
+
+
 def test_functional_operations_are_counted_not_dropped():
     model = FunctionalBlock()
     inputs = {"features": torch.randn(1, 12, 16)}

@@ -211,33 +211,10 @@ def _tensor_core_spread(works, ms, native, catalog, device, optimizer, precision
     return spread
 
 
-def _owners(ops, works):
-    """Module owning each op: its own for forward ops; for a backward op, the forward op of the same layer kind
-    and shape (the latest not yet matched; linear layers' products may all match one); "(autograd)" for the
-    rest."""
-    def signature(work):
-        if work.kind == "linear":  # dX and dW products permute the forward's (rows, in, out)
-            c = work.config
-            return "linear", tuple(sorted((c["batch"] * c.get("seq_len", 1), c["in_features"], c["out_features"])))
-        return work.kind, tuple(sorted((k, v) for k, v in work.config.items() if k != "bias"))
-
-    owners = [op.module for op in ops]
-    forward = {}  # signature -> forward op indices in order, the matched ones taken off
-    for i, (op, work) in enumerate(zip(ops, works)):
-        if work is None or work.how != "layer":
-            if op.phase == "backward":
-                owners[i] = "(autograd)"
-            continue
-        if op.phase == "forward":
-            forward.setdefault(signature(work), []).append(i)
-            continue
-        candidates = forward.get(signature(work))
-        owners[i] = "(autograd)"
-        if candidates:
-            owners[i] = ops[candidates[-1]].module or "(model)"
-            if work.kind != "linear":
-                candidates.pop()
-    return owners
+def _owners(ops):
+    """Module owning each op: the one whose forward ran it or made the autograd node that runs it in the backward
+    pass (prenet.op_trace); "(autograd)" for a backward op of no module (the loss's gradient)."""
+    return [op.module or ("(autograd)" if op.phase == "backward" else "") for op in ops]
 
 
 @dataclass
@@ -308,7 +285,7 @@ def _step(ops, traced, native, catalog, device, optimizer, precision, on_gpu, co
                  "how": b, "inputs": op.inputs, "outputs": op.outputs, "module_input": op.module_input, "ms": t,
                  "host_ms": 1e-3 * h,
                  "config": w.config if w else None, "part": w.part if w else None, "count": w.count if w else 0}
-                for op, w, t, b, owner, h in zip(ops, works, ms, basis, _owners(ops, works), host_us)]
+                for op, w, t, b, owner, h in zip(ops, works, ms, basis, _owners(ops), host_us)]
 
     spread = (np.append(_tensor_core_spread(works, ms, native, catalog, device, OPTIMIZERS[optimizer], precision,
                                             gaps_ms), 1.0) if with_spread else None)

@@ -105,8 +105,9 @@ def _recorder(meta=False, direct=None):
         def __init__(self):
             super().__init__()
             # `modules`: a stack of (label, first tensor argument's shape) of the module calls under way;
+            # `backward_owner`: (label, None) of the module whose node the backward pass runs (_BackwardOwners);
             # `runs_on`: stamped on each op (Op.runs_on); `paused`: operators not recorded (a boundary's own)
-            self.ops, self.phase, self.modules = [], "forward", []
+            self.ops, self.phase, self.modules, self.backward_owner = [], "forward", [], ("", None)
             self.runs_on, self.paused = "", False
 
         def __enter__(self):
@@ -132,7 +133,7 @@ def _recorder(meta=False, direct=None):
                     direct(self)
             if self.paused:
                 return out
-            module, module_input = self.modules[-1] if self.modules else ("", None)
+            module, module_input = self.modules[-1] if self.modules else self.backward_owner
             if func is detach:  # a view, the most frequent operator by far (autograd hands over each gradient
                 # through one): recorded without the general walk over arguments and outputs
                 shape, dtype = tuple(out.shape), dtype_names[out.dtype]
@@ -169,6 +170,37 @@ def _recorder(meta=False, direct=None):
             return out
 
     return Recorder()
+
+
+class _BackwardOwners:
+    """Which module each backward operator belongs to. The autograd engine runs a step's nodes in the reverse of
+    the order the forward pass made them (on one device it takes the ready node made last), so the module whose
+    code made a node changes, going backward, where it changed going forward: at the node made last before a module
+    call starts (its inputs' node, made by the caller) and before it ends (its output's node, made by itself).
+    Each such node gets a hook that, as the backward pass starts it, names the module that made it for the
+    operators from there on (a leaf's gradient accumulation, run right after the node that feeds it, included).
+    A node the caller made between two calls from a tensor it does not pass on is counted to the later call."""
+
+    def __init__(self, recorder):
+        self.recorder, self.marked, self.hooks = recorder, set(), {}
+
+    def mark(self, tensors, label):
+        """Mark the nodes that made `tensors` as `label`'s, where not marked already (by an inner module)."""
+        for tensor in tensors:
+            node = tensor.grad_fn
+            if node is None or node in self.marked:
+                continue
+            self.marked.add(node)
+            node.register_prehook(self.hooks.get(label) or self._hook(label))
+
+    def _hook(self, label):
+        recorder, owner = self.recorder, (label, None)
+
+        def start(grad_outputs):
+            recorder.backward_owner = owner
+
+        self.hooks[label] = start
+        return start
 
 
 class NotTrainable(ValueError):
@@ -211,17 +243,21 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
     from .model_inputs import call
 
     recorder = _recorder(meta, _direct_mode_setter() if direct_mode else None)
+    owners = _BackwardOwners(recorder)
     labels = {id(module): name or type(module).__name__ for name, module in model.named_modules()}
 
     def enter(module, inputs):
         label = labels.get(id(module))
         if label is not None:
-            first = next(iter(_tensors(inputs)), None)
-            recorder.modules.append((label, None if first is None else tuple(first.shape)))
+            tensors = _tensors(inputs)
+            owners.mark(tensors, recorder.modules[-1][0] if recorder.modules else "")
+            recorder.modules.append((label, tuple(tensors[0].shape) if tensors else None))
 
     def leave(module, inputs, output):
-        if id(module) in labels:
+        label = labels.get(id(module))
+        if label is not None:
             recorder.modules.pop()
+            owners.mark(_tensors(output.values() if isinstance(output, dict) else (output,)), label)
 
     # One pair of hooks on every module call, kept to this model's modules (a pair per module costs more to
     # register than the whole forward pass on meta tensors).

@@ -49,6 +49,9 @@ def test_epoch_is_the_steps_of_every_batch_including_the_last_partial_one():
     assert estimate.epoch_seconds <= 1e-3 * sum(work) * (1 + 1e-9)
     assert 1e-3 * max(estimate.device_ms, estimate.host_ms) <= estimate.step_seconds * (1 + 1e-9)
     assert "per epoch" in repr(estimate) and "V100" in repr(estimate)
+    assert "(3 steps of batch 8, 20 samples, the last of 4)" in repr(estimate)
+    smaller = prenet.predict(SmallCnn(), batch=8, gpu="V100", input_shape=(3, 16, 16), dataset_size=3)
+    assert "(1 step of 3 samples (all, fewer than the batch of 8))" in repr(smaller)
     layers = estimate.layers.set_index("name")
     for name in ("conv", "bn", "pool", "fc"):
         assert layers.loc[name, "forward_ms"] > 0, name
@@ -217,6 +220,9 @@ def test_tf32_puts_matmuls_on_tensor_cores_where_the_gpu_has_them():
     (dict(batch=0), ValueError, "batch must be an integer >= 1"),
     (dict(dataset_size=-3), ValueError, "dataset_size must be an integer >= 1"),
     (dict(optimizer="lion"), ValueError, "unknown optimizer 'lion'; known: sgd"),
+    (dict(optimizer=torch.optim.LBFGS), ValueError, "unknown optimizer LBFGS; known: sgd"),
+    (dict(optimizer=3), ValueError, "unknown optimizer of type int; known: sgd"),
+    (dict(batch=32.0), ValueError, r"batch must be an integer >= 1, got 32.0 \(float\)"),
     (dict(precision="fp8"), ValueError, "unknown precision 'fp8'; known: fp32, fp32_strict, tf32, bf16, fp16"),
     (dict(precision="bf16", gpu="V100"), ValueError, "no bf16 rate in the catalog .*use fp16 or fp32"),
     (dict(precision="bf16", gpu="cpu"), ValueError, "'bf16' is predicted for GPUs only"),
@@ -226,6 +232,25 @@ def test_tf32_puts_matmuls_on_tensor_cores_where_the_gpu_has_them():
 def test_bad_input_is_named(kwargs, error, message):
     with pytest.raises(error, match=message):
         prenet.predict(SmallCnn(), **{**dict(batch=4, gpu="V100", input_shape=(3, 16, 16)), **kwargs})
+
+
+def test_an_optimizer_may_be_named_in_any_case_or_given_as_torch_gives_it():
+    model = SmallCnn()
+    named = {"SGD": "sgd", "AdamW": "adamw", torch.optim.Adam: "adam", torch.optim.RMSprop: "rmsprop",
+             torch.optim.SGD(model.parameters(), lr=0.1): "sgd_plain",
+             torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9): "sgd",
+             torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True): "sgd_nesterov",
+             type("MyAdam", (torch.optim.Adam,), {}): "adam"}
+    for given, name in named.items():
+        estimate = prenet.predict(model, batch=4, gpu="V100", input_shape=(3, 16, 16), dataset_size=8,
+                                  optimizer=given)
+        assert estimate.optimizer == name, given
+    adam = prenet.predict(model, batch=4, gpu="V100", input_shape=(3, 16, 16), dataset_size=8, optimizer="adam")
+    assert estimate.optimizer_ms == pytest.approx(adam.optimizer_ms)
+    # sizes of any integer type, numpy's included
+    counted = prenet.predict(model, batch=np.int64(4), gpu="V100", input_shape=(3, 16, 16), dataset_size=np.int32(10))
+    assert (counted.batch, counted.dataset_size, counted.iterations) == (4, 10, 3)
+    assert type(counted.batch) is int
 
 
 class TwoInputs(nn.Module):

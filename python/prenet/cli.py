@@ -180,7 +180,7 @@ def _training_run_arguments(command):
                          "sequence length for prenet:bert_base and prenet:gpt2)")
     command.add_argument("--dataset-size", type=int, default=1024, help="samples per epoch (default 1024)")
     command.add_argument("--optimizer", default="sgd",
-                         help="sgd (momentum 0.9), sgd_plain, adam, adamw, rmsprop, adagrad")
+                         help="sgd (momentum 0.9), sgd_nesterov, sgd_plain, adam, adamw, rmsprop, adagrad (any case)")
     command.add_argument("--precision", default="fp32",
                          help="fp32 (PyTorch's defaults: cuDNN convolutions in TF32 where the GPU has it), "
                               "fp32_strict (no TF32), tf32 (matmuls in TF32 too), bf16 or fp16 (autocast around "

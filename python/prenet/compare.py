@@ -65,7 +65,7 @@ def compare(model, batch=32, gpus="all", price_per_hour=None, input_shape=None, 
     mixed precision, GPUs without that type are left out and named in `.attrs["unsupported"]`."""
     import pandas as pd
 
-    _check(model, batch, dataset_size, optimizer, precision)
+    batch, dataset_size, optimizer = _check(model, batch, dataset_size, optimizer, precision)
     names = list(catalog_frame()["name"]) if gpus == "all" else [gpus] if isinstance(gpus, str) else gpus
     if not names:
         raise ValueError('gpus must be "all", a GPU name or a non-empty list of GPU names')

@@ -10,6 +10,7 @@ they add up. An epoch is ceil(dataset_size / batch) steps, the last one at the r
 """
 import functools
 import math
+import numbers
 import warnings
 from dataclasses import dataclass, field
 
@@ -85,8 +86,8 @@ class Estimate:
             sure += "; traced for real at small batches (the model cannot run on meta tensors)"
         if self.calibrated:
             sure += f"; {self.calibrated}"
-        return (f"<prenet estimate: {self.epoch_seconds:.3f} s per epoch ({self.iterations} steps of batch "
-                f"{self.batch}, {self.dataset_size} samples) on {self.gpu}; step {1e3 * self.step_seconds:.2f} ms "
+        steps = epoch_steps_text(self.batch, self.dataset_size)
+        return (f"<prenet estimate: {self.epoch_seconds:.3f} s per epoch ({steps}) on {self.gpu}; step {1e3 * self.step_seconds:.2f} ms "
                 f"(device {self.device_ms:.2f} ms incl. optimizer {self.optimizer_ms:.2f} ms, host "
                 f"{self.host_ms:.2f} ms: {self.bound}-bound); {self.optimizer}, {self.precision}{sure}>")
 
@@ -105,13 +106,46 @@ class Estimate:
         return ax
 
 
+def epoch_steps_text(batch, dataset_size):
+    """An epoch's steps in words: "32 steps of batch 32, 1024 samples", "1 step of 10 samples (all, fewer than
+    the batch of 64)"."""
+    sizes = epoch_batches(batch, dataset_size)
+    if dataset_size < batch:
+        return f"1 step of {dataset_size} samples (all, fewer than the batch of {batch})"
+    steps = f"{len(sizes)} step{'s' if len(sizes) > 1 else ''}"
+    return f"{steps} of batch {batch}, {dataset_size} samples" + (f", the last of {sizes[-1]}" if sizes[-1] < batch
+                                                                   else "")
+
+
 def epoch_batches(batch, dataset_size):
     """The batch sizes of an epoch in order: ceil(dataset_size / batch) steps, the last one at the remainder."""
     return [batch] * (dataset_size // batch) + ([dataset_size % batch] if dataset_size % batch else [])
 
 
+def optimizer_name(optimizer):
+    """`optimizer` by its name in OPTIMIZERS: given as a name in any case ("SGD", "AdamW"), a torch.optim class
+    or a subclass of one (SGD as the protocol's, with momentum), or an optimizer itself (an SGD by its first
+    group's momentum and nesterov flag)."""
+    import torch
+
+    name = optimizer.lower() if isinstance(optimizer, str) else None
+    kind = optimizer if isinstance(optimizer, type) else type(optimizer)
+    if name is None and issubclass(kind, torch.optim.Optimizer):
+        name = next((c.__name__.lower() for c in kind.__mro__ if c.__name__.lower() in OPTIMIZERS), None)
+        if name == "sgd" and isinstance(optimizer, torch.optim.Optimizer):
+            group = optimizer.param_groups[0]
+            name = "sgd_nesterov" if group.get("nesterov") else "sgd" if group.get("momentum") else "sgd_plain"
+    if name not in OPTIMIZERS:
+        shown = (repr(optimizer) if isinstance(optimizer, str) else optimizer.__name__ if isinstance(optimizer, type)
+                 else f"of type {kind.__name__}")
+        raise ValueError(f"unknown optimizer {shown}; known: {', '.join(OPTIMIZERS)}, or torch.optim's SGD, Adam, "
+                         "AdamW, RMSprop or Adagrad (a class or an optimizer)")
+    return name
+
+
 def _check(model, batch, dataset_size, optimizer, precision=None):
-    """Rejects bad arguments of predict and measure by name; `precision` None: the caller checks its own."""
+    """Rejects bad arguments of predict and measure by name; `precision` None: the caller checks its own.
+    Returns (batch, dataset_size) as ints and the optimizer's name (optimizer_name)."""
     import torch
 
     if not isinstance(model, torch.nn.Module):
@@ -120,12 +154,11 @@ def _check(model, batch, dataset_size, optimizer, precision=None):
         raise op_trace.NotTrainable("the model has no parameter that requires a gradient, so a training step "
                                     "has no backward pass or update to time")
     for name, value in (("batch", batch), ("dataset_size", dataset_size)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"unknown optimizer {optimizer!r}; known: {', '.join(OPTIMIZERS)}")
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r} ({type(value).__name__})")
     if precision is not None:
         check_precision(precision)
+    return int(batch), int(dataset_size), optimizer_name(optimizer)
 
 
 def _op_precision(work, precision):
@@ -356,7 +389,7 @@ def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, d
     """Predicted training time of `model` (see the module's description). `gpu`: a catalog name (prenet.gpus())
     or "cpu" (one thread of this project's measured host CPU; on another CPU, calibrated to it where
     `prenet calibrate` was run, else with a warning). Returns an Estimate."""
-    _check(model, batch, dataset_size, optimizer)
+    batch, dataset_size, optimizer = _check(model, batch, dataset_size, optimizer)
     check_precision(precision, gpu)  # an unknown precision or GPU, or a mixed one on the CPU, fails before tracing
     native, catalog, device = resolve(gpu, bundle)
     if (catalog is host_catalog() and not isinstance(native, host_calibration.CalibratedBundle) and
@@ -398,6 +431,7 @@ def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision
     """The Estimate of a model's Traced steps on `gpu`; UnsupportedPrecision where the GPU lacks the precision's
     type, or that of the model's own 2-byte weights."""
     check_precision(precision, gpu)
+    optimizer = optimizer_name(optimizer)
     for dtype in traced.narrow_weights:
         try:  # their operators run kernels of that type (prenet.op_costs.narrow_precision)
             check_precision(op_costs.NARROW_FLOATS[dtype], gpu)

@@ -13,7 +13,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from .estimate import _check, epoch_batches
+from .estimate import _check, epoch_batches, epoch_steps_text
 from .host_cost import cpu_model
 from .model_inputs import call, input_maker, map_tensors
 from .model_state import model_kept
@@ -43,7 +43,7 @@ class Measurement:
 
     def __repr__(self):
         return (f"<prenet measurement: {self.epoch_seconds:.3f} s per epoch (min {self.epoch_min_seconds:.3f}, max "
-                f"{self.epoch_max_seconds:.3f}; {self.iterations} steps of batch {self.batch}) on {self.device}; "
+                f"{self.epoch_max_seconds:.3f}; {epoch_steps_text(self.batch, self.dataset_size)}) on {self.device}; "
                 f"{self.optimizer}, {self.precision}>")
 
 
@@ -125,7 +125,7 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
     copy of its weights in host memory while it runs."""
     import torch
 
-    _check(model, batch, dataset_size, optimizer)
+    batch, dataset_size, optimizer = _check(model, batch, dataset_size, optimizer)
     check_precision(precision)
     if not isinstance(repeats, int) or repeats < 3:
         raise ValueError(f"repeats must be an integer >= 3 (the protocol times at least 3 epochs), got {repeats!r}")

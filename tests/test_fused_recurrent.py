@@ -58,11 +58,73 @@ def test_the_model_trains_as_without_the_boundary_and_is_left_as_it_was():
     expected = [p.grad.clone() for p in model.rnn.parameters()]
     model.zero_grad(set_to_none=True)
     recorder = op_trace._recorder()
-    with fused_recurrent.fused_recurrent_layers(model, recorder), recorder:
+    with fused_recurrent.fused_recurrent_layers(model.named_modules(), recorder), recorder:
         model(ids).float().mean().backward()
     for got, want in zip((p.grad for p in model.rnn.parameters()), expected):
         assert torch.allclose(got, want, atol=1e-6)
     assert "forward" not in vars(model.rnn)
+
+
+class Decoder(nn.Module):
+    """A cell stepped in Python, its state carried over: the first step starts from none (zeros)."""
+
+    def __init__(self, cell, steps=4):
+        super().__init__()
+        self.embed, self.cell, self.head, self.steps = nn.Embedding(50, 16), cell(16, 24), nn.Linear(24, 5), steps
+
+    def forward(self, ids):
+        x, state, outputs = self.embed(ids), None, []
+        for t in range(self.steps):
+            state = self.cell(x[:, t], state)
+            outputs.append(state[0] if isinstance(state, tuple) else state)
+        return self.head(torch.stack(outputs, 1))
+
+
+@pytest.mark.parametrize("cell, gates, fused", [(nn.LSTMCell, 4, "_thnn_fused_lstm_cell"),
+                                                (nn.GRUCell, 3, "_thnn_fused_gru_cell")])
+@pytest.mark.parametrize("meta", [True, False])
+@pytest.mark.filterwarnings("ignore:this machine.s CPU")
+def test_a_cell_records_the_gpus_two_products_and_fused_kernel_each_step(cell, gates, fused, meta):
+    """aten's CUDA branch of lstm_cell and gru_cell: the input's and the state's product with their weights and
+    one fused kernel (after a zero state at the first step); backward the fused kernel's backward and the
+    products' gradients: both weights', the input's (the embedding's weight needs it) and the state's from the
+    second step on."""
+    model, steps = Decoder(cell), 4
+    ids = torch.randint(50, (3, steps))
+    ops = op_trace.trace_once(model, ids.to("meta") if meta else ids, meta=meta)
+    gpu = [op for op in ops if op.runs_on == "cuda"]
+    assert all(op.module == "cell" for op in gpu)
+    forward = [op for op in gpu if op.phase == "forward"]
+    zeros = (2 if cell is nn.LSTMCell else 1) * ["zeros.default"]
+    assert [op.name for op in forward] == zeros + ["mm.default", "mm.default", f"{fused}.default"] * steps
+    assert forward[len(zeros)].inputs == [(3, 16), (16, gates * 24)]
+    assert forward[len(zeros) + 1].inputs == [(3, 24), (24, gates * 24)] and forward[0].outputs == [(3, 24)]
+    backward = [op.name for op in gpu if op.phase == "backward"]
+    assert sum(name.startswith(fused) for name in backward) == steps
+    # per step the two weights' gradients, the input's (the embedding needs it) and the state's after the first
+    assert backward.count("mm.default") == 2 * steps + steps + (steps - 1)
+    cpu = [op for op in ops if op.runs_on == "cpu"]
+    assert {"forward", "backward"} == {op.phase for op in cpu} and not any(fused in op.name for op in cpu)
+    a100 = prenet.predict(model, batch=64, gpu="A100", example_input=ids[:1]).ops
+    here = prenet.predict(model, batch=64, gpu="cpu", example_input=ids[:1]).ops
+    assert a100["op"].str.startswith(fused).sum() == 2 * steps and not here["op"].str.startswith(fused).any()
+    assert (a100["module"] == "cell").sum() < 0.5 * (here["module"] == "cell").sum()
+
+
+def test_a_cell_trains_as_without_the_boundary_and_an_rnn_cell_is_left_alone():
+    torch.manual_seed(0)
+    model, ids = Decoder(nn.LSTMCell), torch.randint(50, (3, 4))
+    model(ids).float().mean().backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    recorder = op_trace._recorder()
+    with fused_recurrent.fused_recurrent_layers(model.named_modules(), recorder), recorder:
+        model(ids).float().mean().backward()
+    for got, want in zip((p.grad for p in model.parameters()), expected):
+        assert torch.allclose(got, want, atol=1e-6)
+    assert "forward" not in vars(model.cell)
+    # torch.nn.RNNCell has no fused kernel: its operators on every device
+    assert not [op for op in op_trace.trace_once(Decoder(nn.RNNCell), ids) if op.runs_on]
 
 
 def test_packed_sequences_and_projections_keep_their_operators_everywhere():

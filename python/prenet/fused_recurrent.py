@@ -1,16 +1,20 @@
-"""Recurrent layers (torch.nn.RNN, LSTM, GRU) as each device runs them. On the CPU PyTorch runs a layer as a loop
-of operators, a handful per step, each dispatched on its own; on a GPU it makes one call to cuDNN, whose kernels
-(one GEMM projecting the inputs of every step, then per step a GEMM of the hidden state and a fused cell) are
-those of the native recurrent kinds (cpp/src/kinds/recurrent.cpp), and one for the backward pass.
+"""Recurrent layers (torch.nn.RNN, LSTM, GRU) and fused cells (torch.nn.LSTMCell, GRUCell) as each device runs
+them. On the CPU PyTorch runs a layer as a loop of operators, a handful per step, each dispatched on its own, and a
+cell as a dozen operators; on a GPU it makes one call to cuDNN for a layer, whose kernels (one GEMM projecting the
+inputs of every step, then per step a GEMM of the hidden state and a fused cell) are those of the native recurrent
+kinds (cpp/src/kinds/recurrent.cpp), and one for the backward pass; a cell is two products and one fused pointwise
+kernel forward (aten/src/ATen/native/RNN.cpp, its CUDA branch: `_thnn_fused_lstm_cell`, `_thnn_fused_gru_cell`),
+the fused kernel's backward and the products' gradients backward.
 
-Traced for real, each layer runs within a boundary (a torch.autograd.Function) that records both: the CPU's
-operators, forward and backward, marked runs_on="cpu", and one operator for the forward and one for the
-backward as cuDNN's (`_cudnn_rnn`, `_cudnn_rnn_backward`), marked "cuda", whose arguments give the layer's
-configuration. The costing keeps the ones of the device it costs for (prenet.estimate). Layers cuDNN does not
-run this way here (packed sequences, LSTM projections) keep their operators on every device.
+Traced, each layer or cell runs within a boundary (a torch.autograd.Function) that records both: the CPU's
+operators, forward and backward, marked runs_on="cpu", and the GPU's operators, marked "cuda": for a layer one
+each way as cuDNN's (`_cudnn_rnn`, `_cudnn_rnn_backward`), whose arguments give its configuration; for a cell its
+products (costed as any matrix product, in fp32 unless TF32 matmuls are asked for: they are not cuDNN's) and its
+fused kernels (costed by their traffic). The costing keeps the ones of the device it costs for (prenet.estimate).
+Layers cuDNN does not run this way here (packed sequences, LSTM projections) keep their operators on every device,
+as does torch.nn.RNNCell, which has no fused kernel.
 """
 import contextlib
-import functools
 
 # Op.arguments of a fused operator: the layer kind and these configuration keys, in order; batch and seq_len
 # come from its input's shape.
@@ -35,13 +39,62 @@ def configuration(arguments, shape):
     return kind, {"batch": batch, "seq_len": steps, **config}
 
 
-def _record(recorder, phase, name, layer, label, x, output):
-    from .op_trace import Op, dtype_names
+def _record(recorder, phase, label, ops, dtype, module_input=None):
+    """Appends `ops`, (name, input shapes, output shapes, arguments or None for tensors only), as the GPU's."""
+    from .op_trace import TENSOR, Op, dtype_names
 
-    dtype = dtype_names[x.dtype]
-    recorder.ops.append(Op(phase, name, [tuple(x.shape)], [tuple(output.shape)], arguments_of(layer), label, dtype,
-                           [dtype], [dtype_names[output.dtype]], False,
-                           tuple(x.shape) if phase == "forward" else None, "cuda"))
+    dtype = dtype_names[dtype]
+    for name, inputs, outputs, arguments in ops:
+        recorder.ops.append(Op(phase, name, inputs, outputs, arguments or [TENSOR] * len(inputs), label, dtype,
+                               [dtype] * len(inputs), [dtype] * len(outputs), False,
+                               module_input if phase == "forward" else None, "cuda"))
+
+
+# torch.nn cell class -> (weight blocks per hidden unit, the CUDA fused kernel forward and backward, the workspace
+# the forward keeps for the backward in hidden units per sample, the state tensors it takes)
+CELLS = {
+    "LSTMCell": (4, "_thnn_fused_lstm_cell.default", "_thnn_fused_lstm_cell_backward_impl.default", 4, 2),
+    "GRUCell": (3, "_thnn_fused_gru_cell.default", "_thnn_fused_gru_cell_backward.default", 5, 1),
+}
+
+
+def _cell_ops(cell, phase, x, input_grad, state_grad, new_state):
+    """The GPU's operators of a fused cell on input `x` (aten/src/ATen/native/RNN.cpp, CUDA branch; fused kernels in
+    aten/src/ATen/native/cuda/RNN.cu): forward, the zero state where none is given (`new_state`), the products of
+    the input and of the hidden state with their weights, then the fused kernel (gates, biases, new state,
+    workspace); backward, the fused kernel's backward (gate gradients, the state's own, biases' sums), then the
+    products giving the gradients of the weights, and of the input and state where they need one (`input_grad`,
+    `state_grad`)."""
+    gates, fused, fused_backward, workspace, states = _cell_traits(cell)
+    b, n, h = (x.shape[0] if x.dim() == 2 else 1), cell.input_size, cell.hidden_size
+    g, kept = gates * h, (b, workspace * h)
+    biases = [(g,), (g,)] if cell.bias else []
+    if phase == "forward":
+        zeros = [("zeros.default", [], [(b, h)], [])] * (states if new_state else 0)
+        # fused: (input gates, hidden gates, the cell state c or the GRU's h, biases) -> (new states, workspace)
+        return zeros + [("mm.default", [(b, n), (n, g)], [(b, g)], None),
+                        ("mm.default", [(b, h), (h, g)], [(b, g)], None),
+                        (fused, [(b, g), (b, g), (b, h), *biases], [*[(b, h)] * states, kept], None)]
+    if states == 2:  # LSTM: (dh, dc, c, new c, workspace) -> (gate gradients, dc before, one bias gradient)
+        ops = [(fused_backward, [(b, h)] * 4 + [kept], [(b, g), (b, h), *biases[:1]], None)]
+    else:  # GRU: (dh, workspace) -> (input gate and hidden gate gradients, dh before, both bias gradients)
+        ops = [(fused_backward, [(b, h), kept], [(b, g), (b, g), (b, h), *biases], None)]
+    ops += [("mm.default", [(g, b), (b, n)], [(g, n)], None), ("mm.default", [(g, b), (b, h)], [(g, h)], None)]
+    if input_grad:
+        ops.append(("mm.default", [(b, g), (g, n)], [(b, n)], None))
+    if state_grad:
+        ops.append(("mm.default", [(b, g), (g, h)], [(b, h)], None))
+        if states == 1:  # the GRU's: the product's share and the fused kernel's own, summed
+            ops.append(("add.Tensor", [(b, h), (b, h)], [(b, h)], None))
+    return ops
+
+
+def _gpu_ops(layer, phase, x, outputs, input_grad=False, state_grad=False, new_state=False):
+    """The operators a GPU runs for `layer` on input `x` (its outputs `outputs`) in `phase`."""
+    if _cell_traits(layer):
+        return _cell_ops(layer, phase, x, input_grad, state_grad, new_state)
+    return [(FORWARD if phase == "forward" else BACKWARD, [tuple(x.shape)], [tuple(outputs[0].shape)],
+             arguments_of(layer))]
 
 
 @contextlib.contextmanager
@@ -69,9 +122,9 @@ def _boundary():
             with _marked(recorder, paused=True):  # the boundary's own operators are no layer's
                 inner = [t.detach().requires_grad_(t.requires_grad) for t in (x, *tensors[:states])]
             with _marked(recorder, runs_on="cpu"), torch.enable_grad():
-                output, state = run(inner[0], _state(layer, inner[1:]))
-            _record(recorder, "forward", FORWARD, layer, label, x, output)
-            outputs = (output, *(state if isinstance(state, tuple) else (state,)))
+                outputs = run(inner[0], _state(layer, inner[1:]))
+            _record(recorder, "forward", label, _gpu_ops(layer, "forward", x, outputs, new_state=not states),
+                    outputs[0].dtype, tuple(x.shape))
             ctx.inner, ctx.outputs, ctx.weights = inner, outputs, tensors[states:]
             ctx.layer, ctx.label, ctx.recorder = layer, label, recorder
             with _marked(recorder, paused=True):
@@ -86,7 +139,10 @@ def _boundary():
             with _marked(ctx.recorder, runs_on="cpu"):
                 found = torch.autograd.grad([t for t, _ in pairs], wanted, [g for _, g in pairs],
                                             allow_unused=True) if pairs and wanted else [None] * len(wanted)
-            _record(ctx.recorder, "backward", BACKWARD, ctx.layer, ctx.label, ctx.inner[0], ctx.outputs[0])
+            x, states = ctx.inner[0], ctx.inner[1:]
+            _record(ctx.recorder, "backward", ctx.label,
+                    _gpu_ops(ctx.layer, "backward", x, ctx.outputs, x.requires_grad,
+                             any(t.requires_grad for t in states)), ctx.outputs[0].dtype)
             by_source = dict(zip(map(id, wanted), found))
             return (None, None, None, None, None, *(by_source.get(id(t)) for t in sources))
 
@@ -94,37 +150,67 @@ def _boundary():
 
 
 def _state(layer, tensors):
-    """The initial state as the layer takes it: None, h_0, or (h_0, c_0) for an LSTM."""
+    """The initial state as the layer takes it: None, h_0, or (h_0, c_0) for an LSTM or LSTMCell."""
     if not tensors:
         return None
-    return tuple(tensors) if layer.mode == "LSTM" else tensors[0]
+    traits = _cell_traits(layer)
+    states = traits[4] if traits else 2 if layer.mode == "LSTM" else 1
+    return tuple(tensors) if states == 2 else tensors[0]
+
+
+def _cell_traits(layer):
+    """CELLS' entry for an LSTM or GRU cell that runs its class's forward (a subclass's included), else None."""
+    import torch
+
+    for cell in (torch.nn.LSTMCell, torch.nn.GRUCell):
+        if isinstance(layer, cell) and type(layer).forward is cell.forward:
+            return CELLS[cell.__name__]
+    return None
+
+
+def _fused(layer):
+    """Whether a GPU runs `layer` fused: a recurrent layer of KINDS, an LSTM or GRU cell."""
+    import torch
+
+    return (isinstance(layer, torch.nn.RNNBase) and layer.mode in KINDS) or _cell_traits(layer) is not None
 
 
 @contextlib.contextmanager
-def fused_recurrent_layers(model, recorder):
-    """Within the block, every recurrent layer of `model` that cuDNN runs as one call records as described above
-    (a forward of its own in place of the class's, removed after)."""
+def fused_recurrent_layers(named_modules, recorder):
+    """Within the block, every recurrent layer and cell among `named_modules` ((name, module) pairs) that a GPU
+    runs fused records as described above (a forward of its own in place of the class's, removed after)."""
     import torch
 
     boundary = _boundary()
     patched = []
 
     def forward_of(layer, label):
-        run = functools.partial(type(layer).forward, layer)
+        cell = _cell_traits(layer) is not None
+
+        def run(input, hx):  # the layer as its class runs it, its outputs as one tuple
+            outputs = type(layer).forward(layer, input, hx)
+            if cell:
+                return outputs if isinstance(outputs, tuple) else (outputs,)
+            output, state = outputs
+            return (output, *(state if isinstance(state, tuple) else (state,)))
 
         def forward(input, hx=None):
             if (not isinstance(input, torch.Tensor) or not input.is_floating_point() or
                     getattr(layer, "proj_size", 0)):
-                return run(input, hx)  # a packed sequence, or an LSTM with projections: its operators everywhere
+                # a packed sequence, or an LSTM with projections: its operators everywhere
+                return type(layer).forward(layer, input, hx)
             states = [] if hx is None else list(hx) if isinstance(hx, tuple) else [hx]
+            weights = [layer.weight_ih, layer.weight_hh, layer.bias_ih, layer.bias_hh] if cell else layer._flat_weights
             outputs = boundary.apply(run, layer, label, recorder, len(states), input, *states,
-                                     *layer._flat_weights)
+                                     *(w for w in weights if w is not None))
+            if cell:
+                return outputs if len(outputs) > 1 else outputs[0]
             return outputs[0], _state(layer, list(outputs[1:]))
         return forward
 
     try:
-        for name, layer in model.named_modules():
-            if isinstance(layer, torch.nn.RNNBase) and layer.mode in KINDS:
+        for name, layer in named_modules:
+            if _fused(layer):
                 layer.forward = forward_of(layer, name or type(layer).__name__)
                 patched.append(layer)
         yield

@@ -244,7 +244,8 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
 
     recorder = _recorder(meta, _direct_mode_setter() if direct_mode else None)
     owners = _BackwardOwners(recorder)
-    labels = {id(module): name or type(module).__name__ for name, module in model.named_modules()}
+    named_modules = list(model.named_modules())
+    labels = {id(module): name or type(module).__name__ for name, module in named_modules}
 
     def enter(module, inputs):
         label = labels.get(id(module))
@@ -267,7 +268,8 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
     else:
         model.zero_grad(set_to_none=True)
     try:
-        with weights_on_meta(model) if meta else fused_recurrent_layers(model, recorder), recorder:
+        with weights_on_meta(model) if meta else contextlib.nullcontext(), \
+                fused_recurrent_layers(named_modules, recorder), recorder:
             with CudaAutocast() if autocast else contextlib.nullcontext():
                 output = call(model, inputs)
                 tensor = _first_tensor(output)

@@ -279,8 +279,38 @@ def test_inputs_may_be_a_tensor_a_tuple_or_a_dict_and_shapes_any_integer_sizes()
     for shape in ("8", (8.0,), (True,)):
         with pytest.raises(TypeError, match="input_shape must be a tuple of integer sizes"):
             prenet.predict(single, batch=4, gpu="V100", input_shape=shape)
-    with pytest.raises(TypeError, match="example_input must be a tensor, a tuple of tensors or a dict of tensors"):
+    with pytest.raises(TypeError, match="example_input must be a tensor, a tuple of positional arguments or a dict"):
         prenet.predict(single, batch=4, gpu="V100", example_input=[1.0, 2.0])
+
+
+class Detector(nn.Module):
+    """torchvision's detection models' interface: a list of images and a list of target dicts, one per sample;
+    in training, a dict of losses."""
+
+    def __init__(self):
+        super().__init__()
+        self.classify, self.box = nn.Linear(6, 3), nn.Linear(6, 4)
+
+    def forward(self, images, targets):
+        x = torch.stack(images)
+        labels = torch.stack([t["label"] for t in targets])
+        boxes = torch.stack([t["box"] for t in targets])
+        return {"loss_classifier": nn.functional.cross_entropy(self.classify(x), labels),
+                "loss_box_reg": (self.box(x) - boxes).abs().mean()}
+
+
+def test_lists_in_an_example_hold_one_item_per_sample_and_a_dict_of_losses_is_summed():
+    example = ([torch.randn(6)], [{"label": torch.tensor(1), "box": torch.rand(4)}])
+    estimate = prenet.predict(Detector(), batch=5, gpu="A100", example_input=example, dataset_size=10)
+    ops = estimate.ops
+    assert set(ops.loc[(ops["phase"] == "forward") & (ops["kind"] == "linear"), "module_input"]) == {(5, 6)}
+    # both losses are trained: each head has its weight gradient
+    backward = ops[(ops["phase"] == "backward") & (ops["kind"] == "linear")]
+    assert set(backward["module"]) == {"classify", "box"}
+    measured = prenet.measure(Detector(), batch=5, example_input=example, device="cpu", dataset_size=10)
+    assert measured.iterations == 2 and measured.epoch_seconds > 0
+    with pytest.raises(TypeError, match="lists hold one item per sample; got an empty list"):
+        prenet.predict(Detector(), batch=5, gpu="A100", example_input=([], example[1]))
 
 
 def test_not_a_model_is_a_type_error():

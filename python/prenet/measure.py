@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from .estimate import _check, epoch_batches, epoch_steps_text
 from .host_cost import cpu_model
-from .model_inputs import call, input_maker, map_tensors
+from .model_inputs import call, input_maker, map_batch, map_tensors, own_loss
 from .model_state import model_kept
 from .predictors import check_precision
 
@@ -59,11 +59,11 @@ def make_optimizer(name, parameters):
 
 
 def _loss(output):
-    """The model's own loss, else cross-entropy of its logits against random labels."""
+    """The model's own loss (model_inputs.own_loss), else cross-entropy of its logits against random labels."""
     import torch
 
-    own = output.get("loss") if hasattr(output, "get") else getattr(output, "loss", None)
-    if isinstance(own, torch.Tensor):
+    own = own_loss(output)
+    if own is not None:
         return own
     logits = output if isinstance(output, torch.Tensor) else (
         output.get("logits") if hasattr(output, "get") else getattr(output, "logits", None))
@@ -174,7 +174,7 @@ def _timed_epochs(model, device, sizes, input_shape, example_input, optimizer, p
     def epoch():
         start = 0
         for size in sizes:
-            chunk = map_tensors(lambda tensor: tensor[start:start + size], data)
+            chunk = map_batch(data, lambda part: part[start:start + size], lambda part: part[start:start + size])
             start += size
             opt.zero_grad(set_to_none=True)
             with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):

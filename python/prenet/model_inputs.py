@@ -32,10 +32,43 @@ def tensors(inputs):
     return found
 
 
+def map_batch(inputs, on_tensor, on_samples):
+    """`inputs` with `on_tensor` applied to each tensor (its batch dimension first) and `on_samples` to each list
+    within the arguments (one item per sample, as torchvision's detection models take images and targets)."""
+    import torch
+
+    def walk(value, arguments=False):
+        if isinstance(value, list) and not arguments:
+            return on_samples(value)
+        if isinstance(value, dict):
+            return {key: walk(item) for key, item in value.items()}
+        if isinstance(value, (tuple, list)):
+            return type(value)(walk(item) for item in value)
+        return on_tensor(value) if isinstance(value, torch.Tensor) else value
+
+    return walk(inputs, arguments=True)
+
+
+def own_loss(output):
+    """The loss a model returns itself, or None: its output's `loss` (Hugging Face models called with labels=),
+    or the sum of a dict of scalar tensors (torchvision's detection models in training return their losses so)."""
+    import torch
+
+    own = output.get("loss") if hasattr(output, "get") else getattr(output, "loss", None)
+    if isinstance(own, torch.Tensor):
+        return own
+    if isinstance(output, dict) and output and all(
+            isinstance(v, torch.Tensor) and v.dim() == 0 and v.is_floating_point() for v in output.values()):
+        return sum(output.values())
+    return None
+
+
 def input_maker(model, input_shape, example_input):
-    """make_inputs(b, device): a batch of b samples on `device` ("cpu" or "meta"), from an example (a tensor, a
-    tuple of positional tensors or a dict of keyword tensors, each with its batch dimension first: its first
-    sample repeated) or a shape (random values in the dtype of the model's floating-point weights)."""
+    """make_inputs(b, device): a batch of b samples on `device` ("cpu" or "meta"), from an example or a shape
+    (random values in the dtype of the model's floating-point weights). The example is a tensor, a tuple of
+    positional arguments or a dict of keyword arguments; in it each tensor has its batch dimension first (its
+    first sample is repeated) and each list holds one item per sample (its first item is repeated: torchvision's
+    detection models take a list of images and a list of target dicts)."""
     import torch
 
     from .meta_model import channels_last, to_meta
@@ -49,10 +82,18 @@ def input_maker(model, input_shape, example_input):
             # an NHWC example stays NHWC (repeat lays its result out plainly)
             return batch.contiguous(memory_format=torch.channels_last) if channels_last(tensor) else batch
 
+        def samples(items, b, device):  # the first sample's item, b times
+            if not items:
+                raise TypeError("example_input's lists hold one item per sample; got an empty list")
+            return [map_tensors(lambda t: to_meta(t) if device == "meta" else t.clone(), items[0]) for _ in range(b)]
+
         if not isinstance(example_input, (torch.Tensor, tuple, list, dict)) or not tensors(example_input):
-            raise TypeError("example_input must be a tensor, a tuple of tensors or a dict of tensors, got "
-                            f"{type(example_input).__name__}")
-        return lambda b, device="cpu": map_tensors(lambda tensor: repeat(tensor, b, device), example_input)
+            got = type(example_input).__name__
+            raise TypeError("example_input must be a tensor, a tuple of positional arguments or a dict of keyword "
+                            "arguments, holding tensors; got " + (f"a {got} without one" if isinstance(
+                                example_input, (tuple, list, dict)) else got))
+        return lambda b, device="cpu": map_batch(example_input, lambda t: repeat(t, b, device),
+                                                 lambda items: samples(items, b, device))
     if input_shape is None:
         raise ValueError("give input_shape (without the batch dimension, e.g. (3, 224, 224)) or example_input")
     # sizes: integers of any integer type (a torch.Size, numpy integers); one integer for one dimension

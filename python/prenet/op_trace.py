@@ -208,16 +208,20 @@ class NotTrainable(ValueError):
 
 
 def _first_tensor(value):
-    """The tensor a training loss is taken from: the output itself, a model output's `loss` or `logits`, or the
-    first tensor of a tuple, list or dict."""
+    """The tensor a training loss is taken from: the output itself, the model's own loss
+    (prenet.model_inputs.own_loss), a model output's `logits`, or the first tensor of a tuple, list or dict."""
     import torch
+
+    from .model_inputs import own_loss
 
     if isinstance(value, torch.Tensor):
         return value
-    for key in ("loss", "logits"):
-        found = value.get(key) if hasattr(value, "get") else getattr(value, key, None)
-        if isinstance(found, torch.Tensor):
-            return found
+    own = own_loss(value)
+    if own is not None:
+        return own
+    found = value.get("logits") if hasattr(value, "get") else getattr(value, "logits", None)
+    if isinstance(found, torch.Tensor):
+        return found
     items = value.values() if hasattr(value, "values") else value if isinstance(value, (tuple, list)) else ()
     for item in items:
         found = _first_tensor(item)

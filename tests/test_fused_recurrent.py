@@ -2,6 +2,7 @@
 import pytest
 import torch
 import torch.nn as nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import prenet
 from prenet import fused_recurrent, op_trace
@@ -127,10 +128,52 @@ def test_a_cell_trains_as_without_the_boundary_and_an_rnn_cell_is_left_alone():
     assert not [op for op in op_trace.trace_once(Decoder(nn.RNNCell), ids) if op.runs_on]
 
 
-def test_packed_sequences_and_projections_keep_their_operators_everywhere():
+def test_projections_keep_their_operators_everywhere():
     lstm = nn.LSTM(8, 12, proj_size=4, batch_first=True)
     ops = op_trace.trace_once(lstm, torch.randn(2, 5, 8))
     assert not [op for op in ops if op.runs_on]
+
+
+class PackedTagger(nn.Module):
+    def __init__(self, batch_first=True):
+        super().__init__()
+        self.embed, self.rnn = nn.Embedding(50, 16), nn.GRU(16, 24, 2, batch_first=batch_first, bidirectional=True)
+        self.head = nn.Linear(48, 5)
+
+    def forward(self, ids, lengths):
+        x = self.embed(ids) if self.rnn.batch_first else self.embed(ids).transpose(0, 1)
+        packed = pack_padded_sequence(x, lengths, batch_first=self.rnn.batch_first, enforce_sorted=False)
+        output, _ = pad_packed_sequence(self.rnn(packed)[0], batch_first=self.rnn.batch_first)
+        return self.head(output)
+
+
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.filterwarnings("ignore:this machine.s CPU")
+def test_a_packed_sequence_is_one_cudnn_call_over_its_steps_and_trains_as_without_the_boundary(batch_first):
+    """cuDNN runs the longest sample's steps; the recorded batch is the mean over them, keeping the
+    sequence's (sample, step) pairs: lengths 9, 7 and 12 are 28 pairs over 12 steps, a batch of 2."""
+    torch.manual_seed(0)
+    model, inputs = PackedTagger(batch_first), (torch.randint(50, (3, 12)), torch.tensor([9, 7, 12]))
+    ops = op_trace.trace_once(model, inputs)
+    fused = [op for op in ops if op.runs_on == "cuda"]
+    assert [op.name for op in fused] == [fused_recurrent.FORWARD, fused_recurrent.BACKWARD]
+    assert fused[0].inputs == [(2, 12, 16) if batch_first else (12, 2, 16)]
+    assert fused[0].arguments == ["gru", 16, 24, 2, 1, 1, int(batch_first)]
+    model(*inputs).float().mean().backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    recorder = op_trace._recorder()
+    with fused_recurrent.fused_recurrent_layers(model.named_modules(), recorder), recorder:
+        model(*inputs).float().mean().backward()
+    for got, want in zip((p.grad for p in model.parameters()), expected):
+        assert torch.allclose(got, want, atol=1e-6)
+    # the example's length for every sample: its (batch, steps) at the batch predicted
+    example = (inputs[0][:1], inputs[1][:1])
+    a100 = prenet.predict(model, batch=32, gpu="A100", example_input=example).ops
+    assert a100.loc[a100["op"] == fused_recurrent.FORWARD, "inputs"].tolist() == [
+        [(32, 9, 16) if batch_first else (9, 32, 16)]]
+    here = prenet.predict(model, batch=32, gpu="cpu", example_input=example).ops
+    assert fused_recurrent.FORWARD not in set(here["op"]) and (here["module"] == "rnn").sum() > 20
 
 
 def test_a_gpu_runs_the_recurrent_kind_in_tf32_by_default_where_it_has_it():

@@ -11,8 +11,8 @@ operators, forward and backward, marked runs_on="cpu", and the GPU's operators, 
 each way as cuDNN's (`_cudnn_rnn`, `_cudnn_rnn_backward`), whose arguments give its configuration; for a cell its
 products (costed as any matrix product, in fp32 unless TF32 matmuls are asked for: they are not cuDNN's) and its
 fused kernels (costed by their traffic). The costing keeps the ones of the device it costs for (prenet.estimate).
-Layers cuDNN does not run this way here (packed sequences, LSTM projections) keep their operators on every device,
-as does torch.nn.RNNCell, which has no fused kernel.
+A packed sequence is recorded as the steps cuDNN runs over its mean batch. LSTMs with projections keep their
+operators on every device (not modelled here), as does torch.nn.RNNCell, which has no fused kernel.
 """
 import contextlib
 
@@ -58,15 +58,15 @@ CELLS = {
 }
 
 
-def _cell_ops(cell, phase, x, input_grad, state_grad, new_state):
-    """The GPU's operators of a fused cell on input `x` (aten/src/ATen/native/RNN.cpp, CUDA branch; fused kernels in
+def _cell_ops(cell, phase, shape, input_grad, state_grad, new_state):
+    """The GPU's operators of a fused cell on an input of `shape` (aten/src/ATen/native/RNN.cpp, CUDA branch; fused kernels in
     aten/src/ATen/native/cuda/RNN.cu): forward, the zero state where none is given (`new_state`), the products of
     the input and of the hidden state with their weights, then the fused kernel (gates, biases, new state,
     workspace); backward, the fused kernel's backward (gate gradients, the state's own, biases' sums), then the
     products giving the gradients of the weights, and of the input and state where they need one (`input_grad`,
     `state_grad`)."""
     gates, fused, fused_backward, workspace, states = _cell_traits(cell)
-    b, n, h = (x.shape[0] if x.dim() == 2 else 1), cell.input_size, cell.hidden_size
+    b, n, h = (shape[0] if len(shape) == 2 else 1), cell.input_size, cell.hidden_size
     g, kept = gates * h, (b, workspace * h)
     biases = [(g,), (g,)] if cell.bias else []
     if phase == "forward":
@@ -89,12 +89,23 @@ def _cell_ops(cell, phase, x, input_grad, state_grad, new_state):
     return ops
 
 
-def _gpu_ops(layer, phase, x, outputs, input_grad=False, state_grad=False, new_state=False):
-    """The operators a GPU runs for `layer` on input `x` (its outputs `outputs`) in `phase`."""
+def _gpu_ops(layer, phase, shape, input_grad=False, state_grad=False, new_state=False):
+    """The operators a GPU runs for `layer` on an input of `shape` (as cuDNN takes it, _cudnn_shape) in `phase`."""
     if _cell_traits(layer):
-        return _cell_ops(layer, phase, x, input_grad, state_grad, new_state)
-    return [(FORWARD if phase == "forward" else BACKWARD, [tuple(x.shape)], [tuple(outputs[0].shape)],
-             arguments_of(layer))]
+        return _cell_ops(layer, phase, shape, input_grad, state_grad, new_state)
+    output = (*shape[:-1], layer.hidden_size * (2 if layer.bidirectional else 1))
+    return [(FORWARD if phase == "forward" else BACKWARD, [shape], [output], arguments_of(layer))]
+
+
+def _cudnn_shape(layer, input):
+    """The input's shape as a layer's fused operator records it: a tensor's own; for a packed sequence (its
+    samples' steps stacked, `batch_sizes` samples at each of its steps) the steps cuDNN runs and the mean batch
+    over them, so that the (sample, step) pairs are the sequence's, in the layer's layout."""
+    if not hasattr(input, "batch_sizes"):
+        return tuple(input.shape)
+    steps = len(input.batch_sizes)
+    batch = max(1, round(input.data.shape[0] / steps))
+    return (batch, steps, input.data.shape[1]) if layer.batch_first else (steps, batch, input.data.shape[1])
 
 
 @contextlib.contextmanager
@@ -117,16 +128,16 @@ def _boundary():
         device)."""
 
         @staticmethod
-        def forward(ctx, run, layer, label, recorder, states, x, *tensors):
+        def forward(ctx, run, layer, label, recorder, shape, states, x, *tensors):
             ctx.set_materialize_grads(False)
             with _marked(recorder, paused=True):  # the boundary's own operators are no layer's
                 inner = [t.detach().requires_grad_(t.requires_grad) for t in (x, *tensors[:states])]
             with _marked(recorder, runs_on="cpu"), torch.enable_grad():
                 outputs = run(inner[0], _state(layer, inner[1:]))
-            _record(recorder, "forward", label, _gpu_ops(layer, "forward", x, outputs, new_state=not states),
-                    outputs[0].dtype, tuple(x.shape))
+            _record(recorder, "forward", label, _gpu_ops(layer, "forward", shape, new_state=not states),
+                    outputs[0].dtype, shape)
             ctx.inner, ctx.outputs, ctx.weights = inner, outputs, tensors[states:]
-            ctx.layer, ctx.label, ctx.recorder = layer, label, recorder
+            ctx.layer, ctx.label, ctx.recorder, ctx.shape = layer, label, recorder, shape
             with _marked(recorder, paused=True):
                 return tuple(t.detach() for t in outputs)
 
@@ -141,10 +152,10 @@ def _boundary():
                                             allow_unused=True) if pairs and wanted else [None] * len(wanted)
             x, states = ctx.inner[0], ctx.inner[1:]
             _record(ctx.recorder, "backward", ctx.label,
-                    _gpu_ops(ctx.layer, "backward", x, ctx.outputs, x.requires_grad,
-                             any(t.requires_grad for t in states)), ctx.outputs[0].dtype)
+                    _gpu_ops(ctx.layer, "backward", ctx.shape, x.requires_grad, any(t.requires_grad for t in states)),
+                    ctx.outputs[0].dtype)
             by_source = dict(zip(map(id, wanted), found))
-            return (None, None, None, None, None, *(by_source.get(id(t)) for t in sources))
+            return (None, None, None, None, None, None, *(by_source.get(id(t)) for t in sources))
 
     return Boundary
 
@@ -180,6 +191,7 @@ def fused_recurrent_layers(named_modules, recorder):
     """Within the block, every recurrent layer and cell among `named_modules` ((name, module) pairs) that a GPU
     runs fused records as described above (a forward of its own in place of the class's, removed after)."""
     import torch
+    from torch.nn.utils.rnn import PackedSequence
 
     boundary = _boundary()
     patched = []
@@ -187,25 +199,30 @@ def fused_recurrent_layers(named_modules, recorder):
     def forward_of(layer, label):
         cell = _cell_traits(layer) is not None
 
-        def run(input, hx):  # the layer as its class runs it, its outputs as one tuple
-            outputs = type(layer).forward(layer, input, hx)
-            if cell:
-                return outputs if isinstance(outputs, tuple) else (outputs,)
-            output, state = outputs
-            return (output, *(state if isinstance(state, tuple) else (state,)))
-
         def forward(input, hx=None):
-            if (not isinstance(input, torch.Tensor) or not input.is_floating_point() or
-                    getattr(layer, "proj_size", 0)):
-                # a packed sequence, or an LSTM with projections: its operators everywhere
+            packed = isinstance(input, PackedSequence)
+            x = input.data if packed else input
+            if not isinstance(x, torch.Tensor) or not x.is_floating_point() or getattr(layer, "proj_size", 0):
+                # an LSTM with projections, or not floating-point input: its operators everywhere
                 return type(layer).forward(layer, input, hx)
+
+            def as_given(data):  # a packed sequence's data packed again as it came
+                return input._replace(data=data) if packed else data
+
+            def run(x, hx):  # the layer as its class runs it, its outputs as one tuple
+                outputs = type(layer).forward(layer, as_given(x), hx)
+                if cell:
+                    return outputs if isinstance(outputs, tuple) else (outputs,)
+                output, state = outputs
+                return (output.data if packed else output, *(state if isinstance(state, tuple) else (state,)))
+
             states = [] if hx is None else list(hx) if isinstance(hx, tuple) else [hx]
             weights = [layer.weight_ih, layer.weight_hh, layer.bias_ih, layer.bias_hh] if cell else layer._flat_weights
-            outputs = boundary.apply(run, layer, label, recorder, len(states), input, *states,
-                                     *(w for w in weights if w is not None))
+            outputs = boundary.apply(run, layer, label, recorder, _cudnn_shape(layer, input), len(states), x,
+                                     *states, *(w for w in weights if w is not None))
             if cell:
                 return outputs if len(outputs) > 1 else outputs[0]
-            return outputs[0], _state(layer, list(outputs[1:]))
+            return as_given(outputs[0]), _state(layer, list(outputs[1:]))
         return forward
 
     try:

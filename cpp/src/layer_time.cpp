@@ -89,8 +89,11 @@ public:
             const auto gap = issue_gap_ms_.find(key.first);
             const double gap_ms = gap == issue_gap_ms_.end() ? 0.0 : gap->second;
             for (std::size_t i = 0; i < ms.size(); ++i) {
-                const double device_ms = std::max(ms[i] - gap_ms, floor_ms(batch.configs[i]));
-                for (const Destination& d : batch.destinations[i]) add(d, TimeBasis::predicted, std::min(ms[i], device_ms));
+                const double predicted = std::max(ms[i], least_ms(batch.configs[i], key.second));
+                const double device_ms = std::max(predicted - gap_ms, floor_ms(batch.configs[i]));
+                for (const Destination& d : batch.destinations[i]) {
+                    add(d, TimeBasis::predicted, std::min(predicted, device_ms));
+                }
             }
         }
         batches_.clear();
@@ -147,6 +150,16 @@ private:
         for (const auto& k : c.kind().forward_kernels(c)) {
             forward_in(configure(k), scaled(d, k.count), depth + 1, width(k, precision_within(c.kind(), precision)));
         }
+    }
+
+    // The least a predicted mode of a kind whose FLOPs no algorithm undercuts can take: those FLOPs at the
+    // device's fp32 peak (the compute side of the roofline, Williams et al., 2009); 0 for any other.
+    double least_ms(const LayerConfig& c, const std::string& mode) const {
+        if (!c.kind().flops_bound_time) return 0.0;
+        const LayerCost cost = c.kind().cost(c, kFp32Bytes);
+        const double flops = mode == "forward" ? cost.forward_flops : mode == "backward" ? cost.backward_flops
+                             : mode == "train" ? cost.forward_flops + cost.backward_flops : 0.0;
+        return roofline_ms(flops, 0.0, gpu_);
     }
 
     // The least a kernel can take on the device: its roofline bound (Williams et al., 2009).

@@ -255,6 +255,28 @@ TEST_F(EstimatorTest, TheIssueGapLeavesEachPredictedKernelsDeviceTimeNotBelowIts
     EXPECT_NEAR(small_gap.backward_ms, as_measured.backward_ms - 2 * 0.05, 1e-12);
 }
 
+TEST_F(EstimatorTest, AProductIsNeverPredictedFasterThanItsFlopsAtTheDevicesPeak) {
+    // The bundle's 1 TFLOP/s is beyond a 0.1 TFLOP/s device: its products are raised to their FLOPs at 0.1.
+    const auto bundle = prenet::PredictorBundle::load(folder_.string());
+    prenet::GpuSpec slow = gpu_;
+    slow.fp32_tflops = 0.1;
+    const auto c = find_layer_kind("linear").configure(
+        {{"batch", 256}, {"in_features", 512}, {"out_features", 512}, {"bias", 0}});
+    const auto cost = c.kind().cost(c, 4);
+    const auto t = prenet::estimate_layer_times(bundle, {c}, slow, "sgd").front();
+    EXPECT_NEAR(t.forward_ms, 1e-8 * cost.forward_flops, 1e-12 * cost.forward_flops);
+    EXPECT_NEAR(t.backward_ms, 1e-8 * cost.backward_flops, 1e-12 * cost.backward_flops);
+    const auto fast = prenet::estimate_layer_times(bundle, {c}, gpu_, "sgd").front();
+    EXPECT_NEAR(fast.forward_ms, 1e-9 * cost.forward_flops, 1e-12 * cost.forward_flops);  // above it: as predicted
+    // Plain products only: Winograd and FFT convolutions multiply less than a convolution's FLOPs.
+    for (const char* kind : {"linear", "bmm", "rnn", "lstm", "gru", "multihead_attention"}) {
+        EXPECT_TRUE(find_layer_kind(kind).flops_bound_time) << kind;
+    }
+    for (const char* kind : {"conv2d", "convolution", "add", "softmax"}) {
+        EXPECT_FALSE(find_layer_kind(kind).flops_bound_time) << kind;
+    }
+}
+
 TEST_F(EstimatorTest, EachKernelOfACompositeLayerLosesItsOwnKindsGap) {
     // An LSTM layer's products are linear kernels: the linear gap comes off each of them (its adds, bounded by
     // their rooflines, have no predictor here), the LSTM's own entry, which no predictor learned, off none.

@@ -93,6 +93,10 @@ public:
     // convolutions and recurrent layers (TF32 by default in fp32) or matmuls (full fp32 by default); all of them
     // in bf16 and fp16.
     TensorCores tensor_cores = TensorCores::none;
+    // Whether no algorithm does less arithmetic than the cost's FLOPs (plain matrix products), so that a predicted
+    // time below them at the device's fp32 peak rate is impossible and is raised to that bound. Not a convolution:
+    // cuDNN's Winograd and FFT algorithms multiply less (the NeuSight set times some at half the bound).
+    bool flops_bound_time = false;
     // What the layer runs where it is on tensor cores, if that is not the CUDA-core work its predictor learned
     // (empty function or result: its own prediction moved to the tensor-core rate). Entries of a matrix kind are
     // timed at their CUDA-core efficiency and moved to this layer's tensor-core rate; the others are memory

@@ -26,6 +26,8 @@ struct LayerTime {
 };
 
 // Times of `configs` (any kinds) on `gpu` with `optimizer` (see prenet/optimizer.hpp). Rules, per part:
+// (a predicted time of a kind whose FLOPs no algorithm undercuts, LayerKind::flops_bound_time, is never below
+// those FLOPs at the GPU's fp32 peak)
 //  forward    the bundle's (kind, "forward") predictor; else the kind's forward_kernels; else its roofline bound.
 //  backward   the bundle's (kind, "backward") predictor; else the forward times of the kind's backward_kernels;
 //             else the backward of its forward_kernels; else (a memory-bound kind) its forward time scaled by

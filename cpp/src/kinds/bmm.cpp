@@ -43,6 +43,7 @@ LayerKind make_bmm() {
     kind.cost = bmm_cost;
     kind.backward_kernels = bmm_backward;
     kind.tensor_cores = TensorCores::matmul;
+    kind.flops_bound_time = true;
     return kind;
 }
 

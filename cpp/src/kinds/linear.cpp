@@ -61,6 +61,7 @@ LayerKind make_linear() {
     kind.cost = linear_cost;
     kind.backward_kernels = linear_backward;
     kind.tensor_cores = TensorCores::matmul;
+    kind.flops_bound_time = true;
     return kind;
 }
 

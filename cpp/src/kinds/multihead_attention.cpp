@@ -83,6 +83,7 @@ LayerKind make_multihead_attention() {
     };
     kind.cost = attention_cost;
     kind.forward_kernels = attention_kernels;
+    kind.flops_bound_time = true;  // its products and softmax
     return kind;
 }
 

@@ -108,6 +108,7 @@ LayerKind make_recurrent(Recurrence recurrence) {
     kind.forward_kernels = [t](const LayerConfig& c) { return recurrent_kernels(t, c); };
     // cuDNN's RNN descriptor takes PyTorch's cuDNN TF32 flag (aten/src/ATen/native/cudnn/RNN.cpp): TF32 by default.
     kind.tensor_cores = TensorCores::cudnn;
+    kind.flops_bound_time = true;
     return kind;
 }
 

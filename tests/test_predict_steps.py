@@ -330,3 +330,13 @@ def test_training_time_chains_steps_with_the_step_time():
         prenet.predict_training(model, data, epochs=1, target_loss=0.5)
     with pytest.raises(ValueError, match="exactly one of epochs"):
         prenet.predict_training(model, data)
+    # another optimizer's step time, for a given number of epochs; not for SGD's predicted steps
+    adam = prenet.predict_training(model, data, gpu="V100", batch=5, epochs=3, optimizer=torch.optim.Adam)
+    by_adam = prenet.predict(model, batch=5, gpu="V100", example_input=data[0][:1], dataset_size=SAMPLES,
+                             optimizer="adam")
+    assert adam.estimate.optimizer == "adam"
+    assert adam.total_seconds == pytest.approx(3 * by_adam.epoch_seconds, rel=1e-9)
+    with pytest.raises(ValueError, match="with target_loss the steps are SGD's"):
+        prenet.predict_training(model, data, lr=0.5, target_loss=0.8, optimizer="adam")
+    with pytest.raises(ValueError, match="max_steps: options of predict_steps"):
+        prenet.predict_training(model, data, epochs=3, max_steps=100)

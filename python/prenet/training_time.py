@@ -38,22 +38,30 @@ class TrainingTime:
 
 
 def predict_training(model, dataset, gpu="V100", batch=32, lr=0.01, momentum=0.0, loss="cross_entropy",
-                     epochs=None, target_loss=None, price_per_hour=None, precision="fp32", **steps_options):
-    """Predicted total training time of SGD on `dataset` (see predict_steps for its form) on `gpu`: give either
-    `epochs` (then steps = epochs x ceil(N / batch)) or `target_loss` (steps predicted by predict_steps with `lr`,
+                     epochs=None, target_loss=None, price_per_hour=None, precision="fp32", optimizer=None,
+                     **steps_options):
+    """Predicted total training time on `dataset` (see predict_steps for its form) on `gpu`: give either `epochs`
+    (then steps = epochs x ceil(N / batch)) or `target_loss` (SGD's steps predicted by predict_steps with `lr`,
     `momentum`, `loss` and `steps_options`). The step time is prenet.predict's for this model, batch and data set
-    size, with SGD (with momentum when momentum > 0). `price_per_hour` gives the cost (default: the catalog's USD
-    price for the GPU where data/gpu_prices.csv has one)."""
+    size, with `optimizer` (as predict takes it; with epochs only) or else SGD (with momentum when momentum > 0).
+    `price_per_hour` gives the cost (default: the catalog's USD price for the GPU where data/gpu_prices.csv has
+    one)."""
     if (epochs is None) == (target_loss is None):
         raise ValueError("give exactly one of epochs (a number > 0) and target_loss")
     if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or epochs <= 0):
         raise ValueError(f"epochs must be a number > 0, got {epochs!r}")
+    if epochs is not None and steps_options:
+        raise ValueError(f"{', '.join(sorted(steps_options))}: options of predict_steps, which predicts the steps "
+                         "for a target_loss; with epochs the steps are given")
+    if target_loss is not None and optimizer is not None:
+        raise ValueError("with target_loss the steps are SGD's (predict_steps), with lr and momentum; give epochs "
+                         "to time another optimizer")
     if price_per_hour is not None:
         check_price("price_per_hour", price_per_hour)
     dataset_size = dataset_length(dataset)
     example, _ = dataset_arrays(dataset, [0])
     estimate = predict(model, batch=batch, gpu=gpu, example_input=example, dataset_size=dataset_size,
-                       optimizer="sgd" if momentum > 0 else "sgd_plain", precision=precision)
+                       optimizer=optimizer or ("sgd" if momentum > 0 else "sgd_plain"), precision=precision)
     if price_per_hour is None and estimate.gpu in catalog_prices():
         price_per_hour = catalog_prices()[estimate.gpu]["usd_per_hour"]  # the catalog's, with its source
     per_epoch = estimate.iterations

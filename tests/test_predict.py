@@ -433,6 +433,25 @@ def test_measure_command_line(run_prenet):
     result = json.loads(done.stdout)
     assert result["iterations"] == 2 and len(result["epochs"]) == 3 and result["epoch_seconds"] > 0
     assert result["environment"]["device_units"] == 1
+    # a bar over the warm-up and the 3 timed epochs, on stderr, unless asked not to
+    assert "measuring ResNet on cpu" in done.stderr and "4/4" in done.stderr
+    quiet = run_prenet("measure", "torchvision:resnet18", "--device", "cpu", "--batch", "2", "--input-shape",
+                       "3,32,32", "--dataset-size", "4", "--json", "--no-progress")
+    assert quiet.returncode == 0 and "measuring" not in quiet.stderr
+
+
+def test_a_progress_bar_without_tqdm_prints_done_rate_and_time_left(capsys):
+    from prenet.progress import _PlainProgress
+
+    bar = _PlainProgress(4, 1, "measuring X on cpu", True, "epoch", every_s=0.0)
+    bar.update(1)
+    bar.update(2)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("measuring X on cpu: 2/4, ") and lines[-1].startswith("measuring X on cpu: 4/4, ")
+    assert all("epoch/s" in line and "min left" in line for line in lines)
+    silent = _PlainProgress(4, 0, "x", False, "epoch", every_s=0.0)
+    silent.update(4)
+    assert capsys.readouterr().err == ""
 
 
 def test_plot_shows_the_layers_by_share():

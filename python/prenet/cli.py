@@ -95,7 +95,7 @@ def _measure(args):
     model, inputs = _training_run_model(args)
     result = measure(model, batch=args.batch, dataset_size=args.dataset_size, optimizer=args.optimizer,
                      precision=args.precision, device=args.device, repeats=args.repeats, threads=args.threads,
-                     **inputs)
+                     progress=not args.no_progress, **inputs)
     if args.json:
         print(json.dumps({"model": args.model, "device": result.device, "batch": result.batch,
                           "dataset_size": result.dataset_size, "optimizer": result.optimizer,
@@ -225,6 +225,7 @@ def parser():
     m.add_argument("--threads", type=int, help="CPU threads, PyTorch's and the BLAS library's (device cpu; "
                                                 "predictions for 'cpu' are of 1; default: as they are)")
     m.add_argument("--json", action="store_true", help="print one JSON object")
+    m.add_argument("--no-progress", action="store_true", help="no progress bar over the epochs (on stderr)")
     m.set_defaults(run=_measure)
     o = sub.add_parser("compare", help="predicted epoch time and cost of a model on many GPUs, fastest first")
     _training_run_arguments(o)

@@ -11,10 +11,10 @@ import json
 import os
 import select
 import subprocess
-import sys
 import time
 from pathlib import Path
 
+from .progress import progress_bar
 from .sampling import SAMPLERS, sample_config
 
 # Configuration keys of every harness kind, in column order (the union of what the samplers draw).
@@ -156,7 +156,7 @@ def _run(kind, pending, samples, already, out, device, seed, threads, timeout, m
     harness = Harness(device, threads, harness_args)
     environment = {k: harness.environment.get(k, "") for k in ENVIRONMENT_COLUMNS}
     deadline = time.monotonic() + 60 * max_minutes if max_minutes else None
-    bar = _progress_bar(samples, already, f"{kind} on {device}", progress)
+    bar = progress_bar(samples, f"{kind} on {device}", progress, unit="config", initial=already)
     written = 0
     new_file = not out.exists() or out.stat().st_size == 0
     try:
@@ -187,36 +187,6 @@ def _csv_line(row):
     buffer = io.StringIO()
     csv.DictWriter(buffer, fieldnames=COLUMNS, extrasaction="ignore").writerow(row)
     return buffer.getvalue()
-
-
-def _progress_bar(total, initial, description, enabled):
-    try:
-        from tqdm import tqdm
-    except ImportError:  # a GPU machine may lack tqdm
-        return _PlainProgress(total, initial, description, enabled)
-    return tqdm(total=total, initial=initial, desc=description, unit="config", disable=not enabled,
-                smoothing=0.05, dynamic_ncols=True)
-
-
-class _PlainProgress:
-    """Progress lines on stderr (done, rate, time left) every few seconds, where tqdm is not installed."""
-
-    def __init__(self, total, initial, description, enabled, every_s=5.0):
-        self.total, self.done, self.description, self.enabled = total, initial, description, enabled
-        self.start_done, self.start, self.last, self.every_s = initial, time.monotonic(), 0.0, every_s
-
-    def update(self, n):
-        self.done += n
-        now = time.monotonic()
-        if self.enabled and (now - self.last >= self.every_s or self.done == self.total):
-            self.last = now
-            rate = (self.done - self.start_done) / max(now - self.start, 1e-9)
-            left = (self.total - self.done) / rate if rate > 0 else float("inf")
-            print(f"{self.description}: {self.done}/{self.total}, {rate:.2f} config/s, {left / 60:.1f} min left",
-                  file=sys.stderr, flush=True)
-
-    def close(self):
-        pass
 
 
 def collect_all(kinds, samples, out_dir, device="cpu", round_size=25, max_minutes=None, **options):

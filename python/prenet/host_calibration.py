@@ -135,7 +135,8 @@ def calibrate(path=None, progress=True):
     """Times the reference layers on this machine (resuming a calibration left unfinished) with the native
     harness, measures the host costs (prenet.host_cost), and writes the calibration; returns its path."""
     from . import host_cost
-    from .collect import Harness, _progress_bar
+    from .collect import Harness
+    from .progress import progress_bar
 
     path = Path(path) if path else calibration_path()
     record = _read(path) if path.is_file() else None
@@ -147,7 +148,8 @@ def calibrate(path=None, progress=True):
         harness = Harness("cpu", threads=1)
         record["environment"] = {k: harness.environment.get(k, "") for k in ("host_cpu", "threads", "blas",
                                                                             "torch_version")}
-        bar = _progress_bar(len(pending) + len(done), len(done), "calibrating the CPU predictors", progress)
+        bar = progress_bar(len(pending) + len(done), "calibrating the CPU predictors", progress, unit="config",
+                           initial=len(done))
         try:
             for i, (kind, config, native, native_config, predicted) in enumerate(pending):
                 result = harness.time(i, kind, config, HARNESS_TIMEOUT_S)

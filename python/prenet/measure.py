@@ -18,6 +18,7 @@ from .host_cost import cpu_model
 from .model_inputs import call, input_maker, map_batch, map_tensors, own_loss
 from .model_state import model_kept
 from .predictors import check_precision
+from .progress import progress_bar
 
 # Precisions as prenet.predict names them (prenet.predictors.PRECISIONS): "fp32" touches nothing (PyTorch's
 # defaults), "fp32_strict" turns TF32 off for cuDNN and matmuls, "tf32" turns it on for both, "bf16" / "fp16"
@@ -116,8 +117,9 @@ def _cpu_threads(threads):
 
 
 def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=1024, optimizer="sgd",
-            precision="fp32", device="cuda", repeats=3, threads=None):
-    """Measures the model's training epoch on `device` ("cuda", "cuda:N" or "cpu") by the protocol. `threads`
+            precision="fp32", device="cuda", repeats=3, threads=None, progress=False):
+    """Measures the model's training epoch on `device` ("cuda", "cuda:N" or "cpu") by the protocol; `progress`:
+    a bar over the epochs (the warm-up and the timed ones), moved between them. `threads`
     (device "cpu"): the CPU threads it runs on, PyTorch's and the BLAS library's alike (None: as they are);
     prenet.predict(gpu="cpu") predicts one thread, so compare it with threads=1. The environment records the
     threads of every native thread pool. The epochs train the model on random data; afterwards it is as it was
@@ -144,8 +146,12 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
                     if device.type == "cuda" else [])
     sizes = epoch_batches(batch, dataset_size)
     with model_kept(model, cuda_devices):
-        times, env = _timed_epochs(model.to(device).train(), device, sizes, input_shape, example_input, optimizer,
-                                   precision, repeats, threads)
+        bar = progress_bar(1 + repeats, f"measuring {type(model).__name__} on {device}", progress, unit="epoch")
+        try:
+            times, env = _timed_epochs(model.to(device).train(), device, sizes, input_shape, example_input,
+                                       optimizer, precision, repeats, threads, bar.update)
+        finally:
+            bar.close()
     median = statistics.median(times)
     env.update(precision=precision, optimizer=optimizer, batch=batch, dataset_size=dataset_size,
                python=platform.python_version())
@@ -155,9 +161,10 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
                        epochs=times, environment=env)
 
 
-def _timed_epochs(model, device, sizes, input_shape, example_input, optimizer, precision, repeats, threads):
+def _timed_epochs(model, device, sizes, input_shape, example_input, optimizer, precision, repeats, threads,
+                  epoch_done):
     """(seconds of each timed epoch, environment) of training `model`, already on `device`, by the protocol, in
-    batches of `sizes` (epoch_batches)."""
+    batches of `sizes` (epoch_batches); `epoch_done(1)` is called after each epoch, outside its timing."""
     import torch
 
     make_inputs = input_maker(model, input_shape, example_input)
@@ -194,6 +201,8 @@ def _timed_epochs(model, device, sizes, input_shape, example_input, optimizer, p
     try:
         with _cpu_threads(threads):
             epoch()  # warm-up
+            synchronize()
+            epoch_done(1)
             times = []
             for _ in range(repeats):
                 synchronize()
@@ -201,6 +210,7 @@ def _timed_epochs(model, device, sizes, input_shape, example_input, optimizer, p
                 epoch()
                 synchronize()
                 times.append(time.monotonic() - started)
+                epoch_done(1)
             env = _environment(model, device)
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = flags

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <optional>
 #include <stdexcept>
 
 #include "prenet/features.hpp"
@@ -192,6 +193,17 @@ protected:
         gpu_.name = "Test GPU";
         gpu_.fp32_tflops = 10;
         gpu_.memory_bandwidth_gbs = 100;
+    }
+    // The test GPU with a tensor-core rate besides (TF32, BF16 or FP16, in TFLOP/s).
+    prenet::GpuSpec gpu_with(std::optional<double> prenet::GpuSpec::*rate, double tflops) const {
+        prenet::GpuSpec gpu = gpu_;
+        gpu.*rate = tflops;
+        return gpu;
+    }
+    // A transformer's projection: 64 sequences of 128 tokens, 1024 to 1024 features.
+    static prenet::LayerConfig token_linear() {
+        return find_layer_kind("linear").configure(
+            {{"batch", 64}, {"seq_len", 128}, {"in_features", 1024}, {"out_features", 1024}});
     }
     fs::path folder_;
     prenet::GpuSpec gpu_;
@@ -405,10 +417,8 @@ TEST_F(EstimatorTest, AnyConvolutionIsTimedAsItsGemmOnTheCoresCudnnWouldUse) {
 TEST_F(EstimatorTest, TwoBytePrecisionsUseTheMatrixRateAndHalveTheTraffic) {
     using prenet::Precision;
     const auto bundle = prenet::PredictorBundle::load(folder_.string());
-    prenet::GpuSpec hopper = gpu_;
-    hopper.bf16_tflops = 160;  // 16x the fp32 rate
-    const auto linear = find_layer_kind("linear").configure(
-        {{"batch", 64}, {"seq_len", 128}, {"in_features", 1024}, {"out_features", 1024}});
+    const prenet::GpuSpec hopper = gpu_with(&prenet::GpuSpec::bf16_tflops, 160);  // 16x the fp32 rate
+    const auto linear = token_linear();
     const auto relu = find_layer_kind("relu").configure({{"batch", 1}, {"features", 1000001}});
     // Matrix kind: roofline at 160 TFLOPS with 2-byte operands over the fp32 roofline.
     const auto narrow_cost = linear.kind().cost(linear, 2), wide_cost = linear.kind().cost(linear, 4);
@@ -443,10 +453,8 @@ TEST_F(EstimatorTest, TwoBytePrecisionsUseTheMatrixRateAndHalveTheTraffic) {
 TEST_F(EstimatorTest, Tf32MovesMatmulsToTheTf32RateOnFourByteTensors) {
     using prenet::Precision;
     const auto bundle = prenet::PredictorBundle::load(folder_.string());
-    prenet::GpuSpec ampere = gpu_;
-    ampere.tf32_tflops = 80;  // 8x the fp32 rate
-    const auto linear = find_layer_kind("linear").configure(
-        {{"batch", 64}, {"seq_len", 128}, {"in_features", 1024}, {"out_features", 1024}});
+    const prenet::GpuSpec ampere = gpu_with(&prenet::GpuSpec::tf32_tflops, 80);  // 8x the fp32 rate
+    const auto linear = token_linear();
     const auto conv = find_layer_kind("conv2d").configure({{"batch", 32}, {"in_channels", 256}, {"out_channels", 256},
                                                            {"kernel_size", 3}, {"padding", 1}, {"height", 28},
                                                            {"width", 28}});

@@ -335,8 +335,7 @@ TEST_F(EstimatorTest, CudnnConvolutionsRunOnTf32TensorCoresByDefaultWhereThatIsF
                                                                 {"padding", 1}, {"height", 28}, {"width", 28},
                                                                 {"groups", 256}});
     const auto fp32 = prenet::estimate_layer_times(bundle, {big, depthwise}, gpu_, "sgd");  // no TF32 rate
-    prenet::GpuSpec ampere = gpu_;
-    ampere.tf32_tflops = 80;  // 8x the fp32 rate
+    const prenet::GpuSpec ampere = gpu_with(&prenet::GpuSpec::tf32_tflops, 80);  // 8x the fp32 rate
     const auto cost = big.kind().cost(big, 4);
     const double compute_fp32 = 1e3 * cost.forward_flops / 10e12, memory = 1e3 * cost.forward_bytes / 100e9;
     ASSERT_GT(compute_fp32, memory);  // compute-bound at fp32
@@ -402,8 +401,7 @@ TEST_F(EstimatorTest, AnyConvolutionIsTimedAsItsGemmOnTheCoresCudnnWouldUse) {
     EXPECT_GT(volta.optimizer_ms, 0);
     // With a TF32 rate far above the bundle's GEMMs the tensor-core GEMM (and its transposes) wins in fp32, as it
     // does for conv2d; fp32_strict keeps the CUDA-core GEMM.
-    prenet::GpuSpec hopper = gpu_;
-    hopper.tf32_tflops = 1000;
+    prenet::GpuSpec hopper = gpu_with(&prenet::GpuSpec::tf32_tflops, 1000);
     hopper.memory_bandwidth_gbs = 10000;
     const auto tf32 = prenet::estimate_layer_times(bundle, {conv3d}, hopper, "sgd", Precision::fp32)[0];
     const auto strict = prenet::estimate_layer_times(bundle, {conv3d}, hopper, "sgd", Precision::fp32_strict)[0];
@@ -437,8 +435,7 @@ TEST_F(EstimatorTest, TwoBytePrecisionsUseTheMatrixRateAndHalveTheTraffic) {
     EXPECT_LT(bf16[1].forward_ms, fp32[1].forward_ms);
     EXPECT_DOUBLE_EQ(bf16[0].optimizer_ms, fp32[0].optimizer_ms);  // fp32 master weights and state
     // No bf16 rate in the catalog: the GPU does not support it, and the error says what to use instead.
-    prenet::GpuSpec volta = gpu_;
-    volta.fp16_tflops = 120;
+    const prenet::GpuSpec volta = gpu_with(&prenet::GpuSpec::fp16_tflops, 120);
     try {
         prenet::estimate_layer_times(bundle, {linear}, volta, "sgd", Precision::bf16);
         FAIL() << "expected std::invalid_argument";
@@ -487,8 +484,7 @@ TEST_F(EstimatorTest, Tf32MovesMatmulsToTheTf32RateOnFourByteTensors) {
 TEST_F(EstimatorTest, MaxPoolingsIndicesKeepTheirWidthUnderATwoBytePrecision) {
     using prenet::Precision;
     const auto bundle = prenet::PredictorBundle::load(folder_.string());
-    prenet::GpuSpec gpu = gpu_;
-    gpu.bf16_tflops = 160;
+    const prenet::GpuSpec gpu = gpu_with(&prenet::GpuSpec::bf16_tflops, 160);
     const auto pool = find_layer_kind("maxpool2d").configure({{"batch", 8}, {"channels", 64}, {"height", 112},
                                                              {"width", 112}, {"kernel_size", 3}, {"stride", 2},
                                                              {"padding", 1}});

@@ -33,6 +33,40 @@ def test_queue_follows_the_recurrence_op_by_op():
         launch_queue.run([([1, 2], [1])])
 
 
+def test_a_step_that_waits_for_the_device_stops_the_host_running_ahead():
+    # Two steps of host 1 + 1 ms and kernels of 4 + 4 ms: without a wait the host issues the second step while
+    # the first runs (17 ms in all, above). Waiting after each step's first op (fp16's GradScaler reading its
+    # overflow flag), the host issues the second op only when the first kernel is done (at 5 ms): it runs 6-10.
+    # The second step's first op is issued at 7 and runs 10-14, the host waiting until then; its last op is
+    # issued at 15 and runs 15-19 (the device idle while the host issues it).
+    parts = [launch_queue.summarize([1.0], [4.0], waits=True), launch_queue.summarize([1.0], [4.0])]
+    assert launch_queue.run(parts) == (6.0, 10.0)
+    assert launch_queue.epoch_ms(parts * 2) == pytest.approx(19.0)
+    host = end = 0.0
+    for h, d, waits in [(1.0, 4.0, True), (1.0, 4.0, False)] * 2:   # brute force
+        host += h
+        end = max(host, end) + d
+        host = max(host, end) if waits else host
+    assert launch_queue.epoch_ms(parts * 2) == pytest.approx(max(host, end))
+
+
+def test_fp16_steps_pay_the_grad_scalers_pass_and_its_wait():
+    """The protocol trains fp16 with a GradScaler: its unscaling pass over the gradients, and the host's wait for
+    the overflow flag before the update, which stops it running ahead into the next step."""
+    from prenet import estimate
+
+    model = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024))
+    bf16 = prenet.predict(model, batch=512, gpu="A100", input_shape=(1024,), precision="bf16")
+    fp16 = prenet.predict(model, batch=512, gpu="A100", input_shape=(1024,), precision="fp16")
+    parameters = sum(p.numel() for p in model.parameters())
+    unscale_s = 2 * 4 * parameters / 1555e9          # each fp32 gradient read and written at the A100's bandwidth
+    assert fp16.device_ms - bf16.device_ms >= 1e3 * unscale_s
+    assert fp16.device_ms - bf16.device_ms < 1e3 * unscale_s + 0.1
+    assert fp16.step_seconds > bf16.step_seconds + 1e-3 * (fp16.device_ms - bf16.device_ms)  # and the wait
+    assert fp16.optimizer_ms == pytest.approx(bf16.optimizer_ms)
+    assert estimate.GRAD_SCALER_KERNELS == (5, 1)
+
+
 def test_gap_fit_recovers_a_known_gap_and_bandwidth():
     rng = np.random.default_rng(1)
     moved = np.exp(rng.uniform(np.log(1e3), np.log(1e9), 500))

@@ -250,6 +250,31 @@ def _owners(ops):
     return [op.module or ("(autograd)" if op.phase == "backward" else "") for op in ops]
 
 
+# fp16 trains with a GradScaler (../shared/PROTOCOL.md; torch/cuda/amp/grad_scaler.py). Before the optimizer's
+# step: the loss scaled (1 kernel), the inverse scale (3) and the overflow flag (1) made, every gradient unscaled
+# in place by a multi-tensor pass that reads and writes it and checks it for inf and NaN, and the flag read on the
+# host (.item(): the host waits for the device); after it, the scale updated (1 kernel).
+GRAD_SCALER_KERNELS = (5, 1)
+# PyTorch's multi-tensor launches over one list of tensors: at most 110 tensors and 320 chunks of 65,536 elements
+# each (aten/src/ATen/native/cuda/MultiTensorApply.cuh).
+MULTI_TENSOR_LIMITS = (110, 320 * 65536)
+
+
+def _grad_scaler(parameters, native, catalog, device, issue_us, gap_in_kernels):
+    """((host us, device ms) before the host waits, (host us, device ms) after it) of a GradScaler's work in one
+    step with the trainable tensors of sizes `parameters` (GRAD_SCALER_KERNELS)."""
+    before, after = GRAD_SCALER_KERNELS
+    gaps = {"add": 1e-3 * issue_us(None)} if gap_in_kernels else {}
+    elements = float(sum(parameters))
+    # the unscale's traffic as add-shaped work (an add moves 3 elements per element, the unscale 2 per gradient)
+    configs = [{"batch": 1, "features": 1}, {"batch": 1, "features": max(1, round(2 * elements / 3))}]
+    tiny, unscale = (t["forward_ms"] for t in native.estimate("add", configs, catalog, device, "sgd", "fp32", gaps))
+    launches = max(math.ceil(len(parameters) / MULTI_TENSOR_LIMITS[0]), math.ceil(elements / MULTI_TENSOR_LIMITS[1]))
+    issue = issue_us(None)
+    return (((before + launches + 1) * issue, before * tiny + unscale),  # + the flag's copy to the host
+            (after * issue, after * tiny))
+
+
 @dataclass
 class _StepCost:
     """One step's costs, op by op in issue order (the optimizer's update last): host and device milliseconds and
@@ -261,6 +286,7 @@ class _StepCost:
     update_ms: float
     rows: object
     spread: object = None  # per op (and the update): _tensor_core_spread, for the interval's high side
+    waits_after: int = None  # the host waits for the device after this many entries (fp16's GradScaler)
 
     @property
     def device_ms(self):
@@ -320,11 +346,18 @@ def _step(ops, traced, native, catalog, device, optimizer, precision, on_gpu, co
                  "config": w.config if w else None, "part": w.part if w else None, "count": w.count if w else 0}
                 for op, w, t, b, owner, h in zip(ops, works, ms, basis, _owners(ops), host_us)]
 
+    host, device_ms, kinds = host_us + [update_host_us], ms + [update_ms], [w.kind if w else None for w in works]
+    waits_after = None
+    if on_gpu and precision == "fp16":  # the GradScaler's work around the update, the host waiting before it
+        (pre_host, pre_ms), (post_host, post_ms) = _grad_scaler(parameters, native, catalog, device, issue_us,
+                                                                gap_in_kernels)
+        host, device_ms = host_us + [pre_host, update_host_us, post_host], ms + [pre_ms, update_ms, post_ms]
+        waits_after = len(ops) + 1
+    kinds += ["add"] * (len(device_ms) - len(kinds))
     spread = (np.append(_tensor_core_spread(works, ms, native, catalog, device, OPTIMIZERS[optimizer], precision,
-                                            gaps_ms), 1.0) if with_spread else None)
-    return _StepCost(host=1e-3 * np.array(host_us + [update_host_us]), device=np.array(ms + [update_ms]),
-                     kinds=[w.kind if w else None for w in works] + ["add"], update_ms=update_ms, rows=rows,
-                     spread=spread)
+                                            gaps_ms), [1.0] * (len(device_ms) - len(ms))) if with_spread else None)
+    return _StepCost(host=1e-3 * np.array(host), device=np.array(device_ms), kinds=kinds, update_ms=update_ms,
+                     rows=rows, spread=spread, waits_after=waits_after)
 
 
 def _epoch_ms(steps, on_gpu, scale=None, host_scale=1.0):
@@ -336,12 +369,17 @@ def _epoch_ms(steps, on_gpu, scale=None, host_scale=1.0):
     def summary(step):
         if id(step) not in summaries:
             device = step.device if scale is None else step.device * scale(step)
-            summaries[id(step)] = (launch_queue.summarize(host_scale * step.host, device) if on_gpu else
-                                   step.host_ms + float(device.sum()))
+            if not on_gpu:
+                summaries[id(step)] = step.host_ms + float(device.sum())
+            else:
+                host, cut = host_scale * step.host, step.waits_after or len(device)
+                summaries[id(step)] = [launch_queue.summarize(host[:cut], device[:cut], bool(step.waits_after))]
+                if step.waits_after:
+                    summaries[id(step)].append(launch_queue.summarize(host[cut:], device[cut:]))
         return summaries[id(step)]
 
     if on_gpu:
-        return launch_queue.epoch_ms([summary(step) for step in steps])
+        return launch_queue.epoch_ms([part for step in steps for part in summary(step)])
     return sum(summary(step) for step in steps)
 
 

@@ -6,7 +6,9 @@ For kernels i = 1..n issued at times t_i (the host's running total of its own co
     end_i = max(t_i, end_{i-1}) + d_i,
 which unrolls to end_n = max(end_0 + sum_i d_i, max_i (t_i + sum_{j >= i} d_j)) (a max-plus recurrence), evaluated
 with array operations once per distinct step (StepSummary) and then step by step. An epoch ends when both the
-host and the device are done.
+host and the device are done. A step may wait for the device part-way (fp16's GradScaler reads whether any
+gradient overflowed before the optimizer's step): it is then two summaries, the first marked `waits`, after which
+the host starts no earlier than the device's end.
 """
 from dataclasses import dataclass
 
@@ -21,18 +23,19 @@ class StepSummary:
     host_ms: float
     device_ms: float
     lag_ms: float
+    waits: bool = False  # the host waits for the device at the end of it
 
 
-def summarize(host_ms, device_ms):
+def summarize(host_ms, device_ms, waits=False):
     """The StepSummary of a step given op by op: equal-length arrays of host and device milliseconds (an op
-    without a kernel has device time 0)."""
+    without a kernel has device time 0); `waits`: the host then waits for the device."""
     host_ms, device_ms = np.asarray(host_ms, float), np.asarray(device_ms, float)
     if host_ms.shape != device_ms.shape:
         raise ValueError(f"host and device times differ in length ({host_ms.shape} vs {device_ms.shape})")
     if not len(host_ms):
-        return StepSummary(0.0, 0.0, 0.0)
+        return StepSummary(0.0, 0.0, 0.0, waits)
     after = np.cumsum(device_ms[::-1])[::-1]  # device time from each kernel to the step's end
-    return StepSummary(float(host_ms.sum()), float(after[0]), float(np.max(np.cumsum(host_ms) + after)))
+    return StepSummary(float(host_ms.sum()), float(after[0]), float(np.max(np.cumsum(host_ms) + after)), waits)
 
 
 def run(steps, host_start=0.0, device_end=0.0):
@@ -42,6 +45,8 @@ def run(steps, host_start=0.0, device_end=0.0):
         step = step if isinstance(step, StepSummary) else summarize(*step)
         device_end = max(device_end + step.device_ms, host_start + step.lag_ms)
         host_start += step.host_ms
+        if step.waits:
+            host_start = max(host_start, device_end)
     return host_start, device_end
 
 

@@ -87,9 +87,10 @@ class Estimate:
         if self.calibrated:
             sure += f"; {self.calibrated}"
         steps = epoch_steps_text(self.batch, self.dataset_size)
-        return (f"<prenet estimate: {self.epoch_seconds:.3f} s per epoch ({steps}) on {self.gpu}; step {1e3 * self.step_seconds:.2f} ms "
-                f"(device {self.device_ms:.2f} ms incl. optimizer {self.optimizer_ms:.2f} ms, host "
-                f"{self.host_ms:.2f} ms: {self.bound}-bound); {self.optimizer}, {self.precision}{sure}>")
+        return (f"<prenet estimate: {self.epoch_seconds:.3f} s per epoch ({steps}) on {self.gpu}; step "
+                f"{1e3 * self.step_seconds:.2f} ms (device {self.device_ms:.2f} ms incl. optimizer "
+                f"{self.optimizer_ms:.2f} ms, host {self.host_ms:.2f} ms: {self.bound}-bound); {self.optimizer}, "
+                f"{self.precision}{sure}>")
 
     def plot(self, top=15, ax=None):
         """Horizontal bars of the `top` layers by share of the step (forward and backward stacked)."""

@@ -59,11 +59,11 @@ CELLS = {
 
 
 def _cell_ops(cell, phase, shape, input_grad, state_grad, new_state):
-    """The GPU's operators of a fused cell on an input of `shape` (aten/src/ATen/native/RNN.cpp, CUDA branch; fused kernels in
-    aten/src/ATen/native/cuda/RNN.cu): forward, the zero state where none is given (`new_state`), the products of
-    the input and of the hidden state with their weights, then the fused kernel (gates, biases, new state,
-    workspace); backward, the fused kernel's backward (gate gradients, the state's own, biases' sums), then the
-    products giving the gradients of the weights, and of the input and state where they need one (`input_grad`,
+    """The GPU's operators of a fused cell on an input of `shape` (aten/src/ATen/native/RNN.cpp, CUDA branch; fused
+    kernels in aten/src/ATen/native/cuda/RNN.cu): forward, the zero state where none is given (`new_state`), the
+    products of the input and of the hidden state with their weights, then the fused kernel (gates, biases, new
+    state, workspace); backward, the fused kernel's backward (gate gradients, the state's own, biases' sums), then
+    the products giving the gradients of the weights, and of the input and state where they need one (`input_grad`,
     `state_grad`)."""
     gates, fused, fused_backward, workspace, states = _cell_traits(cell)
     b, n, h = (shape[0] if len(shape) == 2 else 1), cell.input_size, cell.hidden_size

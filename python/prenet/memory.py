@@ -52,15 +52,15 @@ class TrainingMemory:
 
 def saved_activations(model, inputs, autocast=False):
     """Bytes of the tensors the forward pass and loss of `model` on `inputs` save for the backward pass (each
-    storage once, the model's parameters and buffers left out), run on the device `inputs` are on (meta: the model's weights
-    are given meta twins for the run, prenet.meta_model)."""
+    storage once, the model's parameters and buffers left out), run on the device `inputs` are on (meta: the model's
+    weights are given meta twins for the run, prenet.meta_model)."""
     import contextlib
 
     import torch
 
     from .autocast_policy import CudaAutocast
     from .meta_model import weights_on_meta
-    from .op_trace import NotTrainable, _first_tensor
+    from .op_trace import training_loss
 
     meta = any(t.is_meta for t in tensors(inputs))
     saved = {}
@@ -74,12 +74,7 @@ def saved_activations(model, inputs, autocast=False):
         weights = {id(t) for t in (*model.parameters(), *model.buffers())}  # counted as the model's weights
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
             with CudaAutocast() if autocast else contextlib.nullcontext():
-                output = call(model, inputs)
-                tensor = _first_tensor(output)
-                if tensor is None:
-                    raise NotTrainable(f"the model returned no tensor to train on ({type(output).__name__})")
-                if tensor.dim():
-                    tensor.float().mean()
+                training_loss(call(model, inputs))
         return sum(size for key, (_, size) in saved.items() if key not in weights)
 
 
@@ -89,7 +84,7 @@ def training_memory(model, batch=32, input_shape=None, example_input=None, datas
     `optimizer` in `precision` (arguments as prenet.predict takes them)."""
     from .estimate import MIXED_PRECISIONS, _check
     from .model_state import in_mode, model_kept
-    from .op_trace import TRACE_BATCHES
+    from .op_trace import TRACE_BATCHES, _scale
 
     batch, dataset_size, optimizer = _check(model, batch, dataset_size, optimizer)
     make_inputs = input_maker(model, input_shape, example_input)
@@ -100,9 +95,8 @@ def training_memory(model, batch=32, input_shape=None, example_input=None, datas
         except Exception:  # the model needs real data somewhere: two small batches for real, linear in the batch
             with model_kept(model):
                 model.cpu()
-                small, large = (saved_activations(model, make_inputs(b, "cpu"), autocast) for b in TRACE_BATCHES)
-            b0, b1 = TRACE_BATCHES
-            activations = max(0, round(small + (large - small) * (batch - b0) / (b1 - b0)))
+                small, large = ((saved_activations(model, make_inputs(b, "cpu"), autocast),) for b in TRACE_BATCHES)
+            activations = max(0, _scale(small, large, batch)[0])  # as a trace's shapes are
     trainable = [p for p in model.parameters() if p.requires_grad]
     return TrainingMemory(
         weights=sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers())),

@@ -230,6 +230,15 @@ def _first_tensor(value):
     return None
 
 
+def training_loss(output):
+    """The loss a training step takes from a model's output: its own (a 0-d tensor) or the mean of its first
+    tensor in float32 (a cross-entropy costs about as much); NotTrainable for an output without a tensor."""
+    tensor = _first_tensor(output)
+    if tensor is None:
+        raise NotTrainable(f"the model returned no tensor to train on ({type(output).__name__})")
+    return tensor if tensor.dim() == 0 else tensor.float().mean()
+
+
 def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
     """The ops of one forward, loss (the model's own loss if it returns one, else the mean of its first output:
     a cross-entropy costs about as much) and backward, on `inputs` as given; `autocast`: forward and loss under
@@ -275,11 +284,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
         with weights_on_meta(model) if meta else contextlib.nullcontext(), \
                 fused_recurrent_layers(named_modules, recorder), recorder:
             with CudaAutocast() if autocast else contextlib.nullcontext():
-                output = call(model, inputs)
-                tensor = _first_tensor(output)
-                if tensor is None:
-                    raise NotTrainable(f"the model returned no tensor to train on ({type(output).__name__})")
-                loss = tensor if tensor.dim() == 0 else tensor.float().mean()
+                loss = training_loss(call(model, inputs))
                 if not loss.requires_grad:
                     raise NotTrainable("the model's output depends on no parameter that requires a gradient, so "
                                        "a training step has no backward pass or update to time")

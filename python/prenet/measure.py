@@ -80,6 +80,14 @@ def _loss(output):
     return torch.nn.functional.cross_entropy(flat, labels)
 
 
+def _grad_scaler():
+    """A CUDA GradScaler: torch.amp's where it has one (torch >= 2.3; torch.cuda.amp's is deprecated there)."""
+    import torch
+
+    scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
+    return scaler("cuda") if scaler is not None else torch.cuda.amp.GradScaler()
+
+
 def _environment(model, device):
     import torch
     from threadpoolctl import threadpool_info
@@ -172,7 +180,7 @@ def _timed_epochs(model, device, sizes, input_shape, example_input, optimizer, p
     data = map_tensors(lambda tensor: tensor.to(device), data)
     opt = make_optimizer(optimizer, [p for p in model.parameters() if p.requires_grad])
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    scaler = torch.cuda.amp.GradScaler() if precision == "fp16" and device.type == "cuda" else None
+    scaler = _grad_scaler() if precision == "fp16" and device.type == "cuda" else None
 
     def synchronize():
         if device.type == "cuda":
@@ -195,6 +203,8 @@ def _timed_epochs(model, device, sizes, input_shape, example_input, optimizer, p
                 loss.backward()
                 opt.step()
 
+    if device.type == "cuda":  # the peak this measurement reaches, not an earlier one of the process
+        torch.cuda.reset_peak_memory_stats(device)
     flags = (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32)
     if precision in TF32_FLAGS:
         torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = TF32_FLAGS[precision]

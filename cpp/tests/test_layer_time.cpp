@@ -150,6 +150,17 @@ TEST(Kernels, RecurrentKernelsCoverEveryGemm) {
     EXPECT_DOUBLE_EQ(gemm_flops, 2 * (2 * steps * gates * (32 + 16)) + 2 * (2 * steps * gates * (32 + 16)));
 }
 
+TEST(Kernels, AnEmbeddingsBackwardZeroFillsTheWholeTableGradient) {
+    // 1,000 tokens into a 50,000-row table: the table's zero-fill, not the tokens' rows, is most of the traffic.
+    const auto embedding = find_layer_kind("embedding").configure(
+        {{"batch", 10}, {"seq_len", 100}, {"num_embeddings", 50000}, {"embedding_dim", 64}});
+    const auto cost = embedding.kind().cost(embedding, 4);
+    const double kernel_bytes = forward_bytes_of(embedding.kind().backward_kernels(embedding));
+    EXPECT_DOUBLE_EQ(kernel_bytes, 4.0 * (50000 * 64 + 3 * 1000 * 64));
+    // what the kernels leave out of the kind's backward traffic is the token ids, as in its forward
+    EXPECT_DOUBLE_EQ(cost.backward_bytes - kernel_bytes, cost.forward_bytes - 4.0 * 2 * 1000 * 64);
+}
+
 TEST(Kernels, PoolKernelsMoveThePoolsWholeTrafficIndicesIncluded) {
     // ResNet's stem pool: 3x3, stride 2, padding 1 over 112x112; max pooling also writes and reads int64 indices.
     for (const char* name : {"maxpool2d", "avgpool2d"}) {

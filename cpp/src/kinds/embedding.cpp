@@ -43,6 +43,14 @@ LayerKind make_embedding() {
         return std::vector<KernelWork>{{"relu", {{"batch", c["batch"] * c["seq_len"]},
                                                  {"features", c["embedding_dim"]}}}};
     };
+    // Backward (cost.backward_bytes): the dense table gradient zero-filled, a write of every element (half a
+    // ReLU's read and write), then each output-gradient row added into its token's row (read dY and the row,
+    // write the row, as an add does).
+    kind.backward_kernels = [](const LayerConfig& c) {
+        return std::vector<KernelWork>{
+            {"relu", {{"batch", c["num_embeddings"]}, {"features", c["embedding_dim"]}}, 0.5},
+            {"add", {{"batch", c["batch"] * c["seq_len"]}, {"features", c["embedding_dim"]}}}};
+    };
     return kind;
 }
 

@@ -405,7 +405,8 @@ def _layers_table(rows, catalog, device, step_ms):
     ops["flops"], ops["bytes"] = flops, bytes_
     first = ops[ops["phase"] == "forward"].groupby("module", sort=False)
     layers = pd.DataFrame({
-        "kinds": first["kind"].agg(lambda k: ", ".join(sorted({x for x in k if x}))),
+        # an op without a kind is None, or NaN where pandas stores strings in its own type (pandas >= 2)
+        "kinds": first["kind"].agg(lambda k: ", ".join(sorted({x for x in k if isinstance(x, str) and x}))),
         "input_shape": first["module_input"].first(),
         "operations": ops.groupby("module", sort=False)["op"].count(),
     })

@@ -210,6 +210,15 @@ def fused_recurrent_layers(named_modules, recorder):
                 return input._replace(data=data) if packed else data
 
             def run(x, hx):  # the layer as its class runs it, its outputs as one tuple
+                if not cell and x.dtype != layer._flat_weights[0].dtype:
+                    # autocast emulated (prenet.autocast_policy) casts the layer's kernel's inputs and weights,
+                    # but torch >= 2 refuses an input of another dtype than the weights before it gets there
+                    # unless autocast is on: handed over in the weights' dtype (a cast no GPU step makes)
+                    with _marked(recorder, paused=True):
+                        dtype = layer._flat_weights[0].dtype
+                        x = x.to(dtype)
+                        hx = None if hx is None else tuple(h.to(dtype) for h in hx) if isinstance(hx, tuple) \
+                            else hx.to(dtype)
                 outputs = type(layer).forward(layer, as_given(x), hx)
                 if cell:
                     return outputs if isinstance(outputs, tuple) else (outputs,)

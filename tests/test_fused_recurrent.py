@@ -5,7 +5,7 @@ import torch.nn as nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 import prenet
-from prenet import fused_recurrent, op_trace
+from prenet import fused_recurrent, op_trace, reference_models
 
 
 class Tagger(nn.Module):
@@ -66,19 +66,9 @@ def test_the_model_trains_as_without_the_boundary_and_is_left_as_it_was():
     assert "forward" not in vars(model.rnn)
 
 
-class Decoder(nn.Module):
+def Decoder(cell, steps=4):
     """A cell stepped in Python, its state carried over: the first step starts from none (zeros)."""
-
-    def __init__(self, cell, steps=4):
-        super().__init__()
-        self.embed, self.cell, self.head, self.steps = nn.Embedding(50, 16), cell(16, 24), nn.Linear(24, 5), steps
-
-    def forward(self, ids):
-        x, state, outputs = self.embed(ids), None, []
-        for t in range(self.steps):
-            state = self.cell(x[:, t], state)
-            outputs.append(state[0] if isinstance(state, tuple) else state)
-        return self.head(torch.stack(outputs, 1))
+    return reference_models.CellDecoder(cell, vocab=50, dim=16, hidden=24, steps=steps, outputs=5)
 
 
 @pytest.mark.parametrize("cell, gates, fused", [(nn.LSTMCell, 4, "_thnn_fused_lstm_cell"),

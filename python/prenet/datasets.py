@@ -100,16 +100,27 @@ def load_cpu(folder=None):
     catalog name), `optimizer` and one column per mode. The harness's `activation` rows become the native
     activation kinds (relu, gelu, tanh, sigmoid, silu); `linear` keeps its rows without a fused activation
     (those with one are a linear plus an activation kernel, which the native table times separately)."""
+    folder = Path(folder) if folder else cpu_folder()
+    if not sorted(folder.glob("*.csv")):
+        raise FileNotFoundError(f"no CPU layer data (<kind>.csv) in {folder}; collect it with `prenet collect` "
+                                "or set PRENET_CPU_DATA")
+    return load_harness_rows([folder])
+
+
+def load_harness_rows(folders):
+    """{native kind: DataFrame} of the rows `prenet collect` wrote into `folders` (<kind>.csv each, on the CPU or
+    a GPU), as load_cpu describes them; `gpu` is the device's catalog name (the host's for CPU rows)."""
     import pandas as pd
 
     from ._native import core
-    from .catalog import host_catalog
+    from .catalog import find_gpu, host_catalog
 
-    folder = Path(folder) if folder else cpu_folder()
-    files = sorted(folder.glob("*.csv"))
+    def catalog_name(device, device_name):
+        return (find_gpu(device_name) if str(device).startswith("cuda") else host_catalog().find(device_name))["name"]
+
+    files = [path for folder in folders for path in sorted(Path(folder).glob("*.csv"))]
     if not files:
-        raise FileNotFoundError(f"no CPU layer data (<kind>.csv) in {folder}; collect it with `prenet collect` "
-                                "or set PRENET_CPU_DATA")
+        raise FileNotFoundError(f"no layer data (<kind>.csv) in {', '.join(map(str, folders))}")
     specs = {k["name"]: [p["name"] for p in k["parameters"]] for k in core().layer_kinds()}
     tables = {}
     for path in files:
@@ -126,9 +137,9 @@ def load_cpu(folder=None):
                 raise ValueError(f"{path}: '{kind}' is not a native layer kind ({', '.join(specs)})")
             keys = [key for key in specs[kind] if key in rows and rows[key].notna().all()]
             frame = rows[keys].astype("int64").reset_index(drop=True)
-            frame["gpu"] = [host_catalog().find(name)["name"] for name in rows["device_name"]]
+            frame["gpu"] = [catalog_name(*pair) for pair in zip(rows["device"], rows["device_name"])]
             frame["optimizer"] = rows["optimizer"].to_numpy()
             for column, mode in CPU_MODES.items():
                 frame[mode] = rows[column].to_numpy(float)
-            tables[kind] = frame
+            tables[kind] = pd.concat([tables[kind], frame], ignore_index=True) if kind in tables else frame
     return tables

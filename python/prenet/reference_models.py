@@ -6,7 +6,8 @@ GPT-2's output layer shares the token embedding), including their dropouts, thei
 tanh-approximated GELU written as elementwise operations. Attention is written as two batched products and a
 softmax (the library's "eager" implementation); the library picks PyTorch's fused scaled_dot_product_attention
 where the installed torch has it, which does not materialise the score matrix. Weights are initialised by
-PyTorch's defaults, not the library's (timing does not depend on them).
+PyTorch's defaults, not the library's (timing does not depend on them). Beside them, a token decoder that steps a
+recurrent cell in Python (CellDecoder), the way aten's fused cell kernels are used.
 """
 import math
 
@@ -156,3 +157,21 @@ def bert_base():
 
 def gpt2_small():
     return GPT2LMHeadModel()
+
+
+class CellDecoder(nn.Module):
+    """A recurrent cell (nn.LSTMCell, nn.GRUCell, nn.RNNCell) stepped in Python over `steps` tokens, its state
+    carried from step to step (the first starts from none: zeros), each step's output mapped to `outputs`
+    classes (default: the vocabulary)."""
+
+    def __init__(self, cell=nn.LSTMCell, vocab=2000, dim=128, hidden=256, steps=20, outputs=None):
+        super().__init__()
+        self.embed, self.cell, self.steps = nn.Embedding(vocab, dim), cell(dim, hidden), steps
+        self.head = nn.Linear(hidden, outputs or vocab)
+
+    def forward(self, ids):
+        x, state, outputs = self.embed(ids), None, []
+        for t in range(self.steps):
+            state = self.cell(x[:, t], state)
+            outputs.append(state[0] if isinstance(state, tuple) else state)
+        return self.head(torch.stack(outputs, 1))

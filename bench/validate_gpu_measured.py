@@ -21,6 +21,12 @@ from validate_h100 import percentile, validation_file
 DATA = Path(__file__).resolve().parents[1] / "data" / "epochs" / "NVIDIA_H100_80GB_HBM3.jsonl"
 
 
+def shown(path):
+    """`path` relative to the repository where it lies inside it."""
+    root = DATA.parents[2]
+    return path.resolve().relative_to(root) if root in path.resolve().parents else path
+
+
 def reference_rows():
     """{(model, batch, optimizer, precision): measured epoch s} of the shared H100 validation set, if present."""
     try:
@@ -84,7 +90,7 @@ def main():
     text = "\n".join([
         f"# Whole models on an unseen GPU, measured with prenet.measure: {env.get('device_name', '?')}", "",
         f"`.venv/bin/python bench/validate_gpu_measured.py` ({time.strftime('%Y-%m-%d')}, "
-        f"{time.monotonic() - started:.0f} s). Measured: {args.data.parent.name}/{args.data.name} "
+        f"{time.monotonic() - started:.0f} s). Measured: {shown(args.data)} "
         f"(`bench/measure_gpu.py`, the protocol: 1,024 samples resident, one warm-up and three timed epochs, the "
         f"median; torch {env.get('torch')}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, host CPU "
         f"{env.get('host_cpu')}). Predicted: prenet.predict for the catalog's entry of that GPU (no layer data "

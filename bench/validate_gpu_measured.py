@@ -8,6 +8,7 @@ Run:  .venv/bin/python bench/validate_gpu_measured.py [--data data/epochs/NVIDIA
 """
 import argparse
 import json
+import os
 import statistics
 import time
 import warnings
@@ -95,7 +96,9 @@ def main():
         f"median; torch {env.get('torch')}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, host CPU "
         f"{env.get('host_cpu')}). Predicted: prenet.predict for the catalog's entry of that GPU (no layer data "
         "from it is fitted on). 'shared' is the epoch of the same case in ../shared/data/h100_validation, "
-        "measured elsewhere by the same protocol.", "",
+        "measured elsewhere by the same protocol."
+        + (f" Host costs: {os.environ['PRENET_HOST_COSTS']} (PRENET_HOST_COSTS)." if os.environ.get(
+            "PRENET_HOST_COSTS") else ""), "",
         summary("every case", lambda p: True),
         summary("fp32 (PyTorch's defaults)", lambda p: p == "fp32"),
         summary("bf16 and fp16 (autocast)", lambda p: p in ("bf16", "fp16")),

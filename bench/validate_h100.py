@@ -1,8 +1,9 @@
 """Validation on hardware no layer data comes from: predicted against measured epoch time on the H100 of
 ../shared/data/h100_validation (measured by its README's protocol; never used in fitting or tuning).
 
-Run:  .venv/bin/python bench/validate_h100.py
-Writes bench/results/validate_h100.md and prints the table. Hugging Face models (bert_base, gpt2) are built
+Run:  .venv/bin/python bench/validate_h100.py [--out FILE]
+Writes bench/results/validate_h100.md (or FILE) and prints the table. With PRENET_HOST_COSTS set, the host costs
+are that file's (prenet.host_cost.load), and the report says so. Hugging Face models (bert_base, gpt2) are built
 with `transformers` where it is importable, else as prenet.reference_models' plain-PyTorch versions of the same
 architectures (same parameter counts; eager attention), marked as such in the table.
 """
@@ -78,6 +79,12 @@ def memory_summary(errors):
 
 
 def main():
+    import argparse
+    import os
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(RESULTS))
+    args = parser.parse_args()
     lines = validation_file().read_text().splitlines()
     environment = json.loads(lines[0])["env"]
     rows, results, memory_errors = [], [], []  # results: (precision, source, error, inside)
@@ -111,7 +118,9 @@ def main():
         f"`.venv/bin/python bench/validate_h100.py` ({time.strftime('%Y-%m-%d')}, {time.monotonic() - started:.0f} s). "
         f"Measured: {validation_file()} (torch {environment['torch']}); predicted: prenet.predict with the packaged "
         "GPU predictors (no H100 layer data exists in this project). Epoch of 1024 samples. Targets: fp32 median "
-        "10% and 90th percentile 25%; bf16 median 15%.", "",
+        "10% and 90th percentile 25%; bf16 median 15%."
+        + (f" Host costs: {os.environ['PRENET_HOST_COSTS']} (PRENET_HOST_COSTS)." if os.environ.get(
+            "PRENET_HOST_COSTS") else ""), "",
         summary("fp32, all models", *pick(lambda r: r[0] == "fp32")),
         summary("fp32, torchvision models", *pick(lambda r: r[0] == "fp32" and r[1] == "torchvision")),
         summary("fp32, BERT-base and GPT-2", *pick(lambda r: r[0] == "fp32" and r[1] != "torchvision")),
@@ -125,7 +134,7 @@ def main():
         "| model | batch | optimizer | precision | measured s | predicted s | error | 80% interval s | inside | "
         "predicted bound | measured peak MiB | predicted memory MiB | memory error |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |", *rows, ""])
-    write_report(RESULTS, text)
+    write_report(args.out, text)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,6 @@
 """The launch gap fitted from the GPU operator set, and the launch queue that combines host and device time."""
+import json
+
 import numpy as np
 import pytest
 import torch.nn as nn
@@ -239,3 +241,29 @@ def test_the_interval_of_a_host_bound_step_spans_the_hosts_spread():
     lower, upper = tiny.interval_seconds
     assert lower < tiny.epoch_seconds < upper
     assert upper / tiny.epoch_seconds == pytest.approx(high, rel=0.05)
+
+
+def test_host_costs_measured_on_another_machine_are_used_and_a_bad_file_is_named(tmp_path, monkeypatch):
+    """PRENET_HOST_COSTS: the host costs of the machine that will train (host_cost's file, or the "cpu" part of
+    bench/gpu_host_cost.py's); a file without them is refused, naming what it needs."""
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+
+    def host_ms():
+        return prenet.predict(model, batch=4, gpu="H100", input_shape=(8,), dataset_size=8).host_ms
+
+    packaged = host_ms()
+    slower = {key: value for key, value in host_cost.load().items() if key in host_cost.KEYS}
+    slower = {key: ({k: 3 * v for k, v in value.items()} if isinstance(value, dict) else 3 * value)
+              for key, value in slower.items()}
+    (tmp_path / "slow.json").write_text(json.dumps({"cpu": slower, "cuda": {}}))
+    monkeypatch.setenv("PRENET_HOST_COSTS", str(tmp_path / "slow.json"))
+    assert host_cost.load()["autograd_node_us"] == slower["autograd_node_us"]
+    assert host_ms() > packaged
+    (tmp_path / "partial.json").write_text(json.dumps({"op_us": 1.0}))
+    monkeypatch.setenv("PRENET_HOST_COSTS", str(tmp_path / "partial.json"))
+    with pytest.raises(ValueError, match="lacks module_call_us, autograd_node_us, optimizer_tensor_us"):
+        host_ms()
+    (tmp_path / "broken.json").write_text("{not json")
+    monkeypatch.setenv("PRENET_HOST_COSTS", str(tmp_path / "broken.json"))
+    with pytest.raises(ValueError, match="is not JSON"):
+        host_cost.load()

@@ -4,9 +4,11 @@ kernels themselves cost next to nothing). Issuing a kernel on a GPU costs more t
 that cost comes from GPU hosts' measurements (prenet.launch_gap), not from this machine.
 
 `python -m prenet.host_cost` measures and writes data/host_costs.json (packaged with prenet); prediction reads
-the packaged file.
+the packaged file, or the file PRENET_HOST_COSTS names: one measured on the machine that will train (run the
+same command there), or bench/gpu_host_cost.py's output, whose "cpu" part it takes.
 """
 import json
+import os
 import platform
 import time
 from pathlib import Path
@@ -86,11 +88,26 @@ def measure():
     }
 
 
+KEYS = ("op_us", "module_call_us", "autograd_node_us", "optimizer_tensor_us")
+
+
 def load(path=None):
-    path = Path(path or PACKAGED_COSTS)
+    """Host costs from `path`, else PRENET_HOST_COSTS, else the packaged file; a bench/gpu_host_cost.py file
+    gives its "cpu" part. A file without the costs' keys raises ValueError naming them."""
+    path = Path(path or os.environ.get("PRENET_HOST_COSTS") or PACKAGED_COSTS)
     if not path.is_file():
         raise FileNotFoundError(f"host cost file {path} is missing; measure it with `python -m prenet.host_cost`")
-    return json.loads(path.read_text())
+    try:
+        costs = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ValueError(f"host cost file {path} is not JSON ({error}); measure it with `python -m "
+                         "prenet.host_cost`") from None
+    costs = costs.get("cpu", costs) if isinstance(costs, dict) else costs
+    missing = [key for key in KEYS if not isinstance(costs, dict) or key not in costs]
+    if missing:
+        raise ValueError(f"host cost file {path} lacks {', '.join(missing)}; it needs {', '.join(KEYS)} (as "
+                         "`python -m prenet.host_cost` writes them)")
+    return costs
 
 
 if __name__ == "__main__":

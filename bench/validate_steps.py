@@ -13,7 +13,7 @@ model trained for real on all samples: what the method would give with an unlimi
 (c + a exp(-b t) fitted to the first BASELINE_STEPS steps of the real curve). Errors are |predicted - actual| / actual; a prediction that never reaches a target the
 real run reaches counts at the cap. The linearised model on all data needs its explicit Jacobian (samples x
 outputs x parameters); above JACOBIAN_LIMIT entries (a wide MLP) that column is left out.
-Usage: python bench/validate_steps.py [--hidden 64] [--out bench/results/steps_validation.md]
+Usage: python bench/validate_steps.py [--hidden 64] [--lrs 0.01 0.05 0.2] [--out bench/results/steps_validation.md]
 """
 import argparse
 import inspect
@@ -145,8 +145,10 @@ def summary(values):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hidden", type=int, default=64, help="width of the MLP's two hidden layers")
+    parser.add_argument("--lrs", type=float, nargs="+", default=GRID["lr"], help="the grid's learning rates")
     parser.add_argument("--out", default="bench/results/steps_validation.md")
     args = parser.parse_args()
+    grid = {**GRID, "lr": tuple(args.lrs)}
     torch.set_num_threads(1)
     inputs, labels = digits()
     model = pretrained(inputs, labels, args.hidden)
@@ -157,7 +159,7 @@ def main():
         initial = torch.nn.functional.cross_entropy(model(inputs), labels).item()
     targets = [f * initial for f in FRACTIONS]
     rows, kernel = [], None
-    for lr, batch, momentum in itertools.product(*GRID.values()):
+    for lr, batch, momentum in itertools.product(*grid.values()):
         model.load_state_dict(state)
         predicted = prenet.predict_steps(model, (inputs, labels), target_loss=targets, lr=lr, batch=batch,
                                          momentum=momentum, subset=SUBSET, max_steps=CAP, kernel=kernel)
@@ -178,16 +180,18 @@ def main():
         print(f"lr {lr} batch {batch} momentum {momentum}: actual "
               f"{[r['actual'] for r in rows[-3:]]} predicted {predicted.steps} ({predicted.seconds:.1f} s; "
               f"training {train_seconds:.1f} s)", flush=True)
-    write(rows, initial, kernel, Path(args.out), args.hidden, all_data)
+    write(rows, initial, kernel, Path(args.out), args.hidden, all_data, grid["lr"])
 
 
-def write(rows, initial, kernel, out, hidden, all_data):
+def write(rows, initial, kernel, out, hidden, all_data, lrs):
     default = inspect.signature(prenet.predict_steps).parameters["extrapolate"].default
     methods = [("predicted", f"predict_steps (extrapolate={default})"),
                ("linearised", "linearised, all data"), ("baseline", f"exp. fit, first {BASELINE_STEPS} steps")]
     if not all_data:
         methods = [m for m in methods if m[0] != "linearised"]
-    command = "python bench/validate_steps.py" + (f" --hidden {hidden} --out {out}" if hidden != 64 else "")
+    options = (f" --hidden {hidden}" if hidden != 64 else "") + (
+        f" --lrs {' '.join(map(str, lrs))}" if tuple(lrs) != GRID["lr"] else "")
+    command = "python bench/validate_steps.py" + (f"{options} --out {out}" if options else "")
     lines = [f"# predict_steps on the CPU: digits MLP 64-{hidden}-{hidden}-10 fine-tuning "
              f"({len(rows) // len(FRACTIONS)} configurations x {len(FRACTIONS)} targets)", "",
              f"Regenerate: `{command}`. Set-up in the script's docstring. Initial training loss "

@@ -8,7 +8,6 @@ Run:  .venv/bin/python bench/validate_gpu_measured.py [--data data/epochs/NVIDIA
 """
 import argparse
 import json
-import os
 import statistics
 import time
 import warnings
@@ -17,7 +16,7 @@ from pathlib import Path
 import prenet
 from measure_gpu import MODELS
 from report import write_report
-from validate_h100 import percentile, validation_file
+from validate_h100 import host_costs_note, percentile, validation_file
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "epochs" / "NVIDIA_H100_80GB_HBM3.jsonl"
 
@@ -96,9 +95,7 @@ def main():
         f"median; torch {env.get('torch')}, CUDA {env.get('cuda')}, cuDNN {env.get('cudnn')}, host CPU "
         f"{env.get('host_cpu')}). Predicted: prenet.predict for the catalog's entry of that GPU (no layer data "
         "from it is fitted on). 'shared' is the epoch of the same case in ../shared/data/h100_validation, "
-        "measured elsewhere by the same protocol."
-        + (f" Host costs: {os.environ['PRENET_HOST_COSTS']} (PRENET_HOST_COSTS)." if os.environ.get(
-            "PRENET_HOST_COSTS") else ""), "",
+        "measured elsewhere by the same protocol." + host_costs_note(), "",
         summary("every case", lambda p: True),
         summary("fp32 (PyTorch's defaults)", lambda p: p == "fp32"),
         summary("bf16 and fp16 (autocast)", lambda p: p in ("bf16", "fp16")),

@@ -78,9 +78,16 @@ def memory_summary(errors):
             + "; ".join(parts) + ". No cuDNN workspace, allocator rounding or context is modelled.")
 
 
+def host_costs_note():
+    """The report's note of host costs taken from PRENET_HOST_COSTS (prenet.host_cost.load), or nothing."""
+    import os
+
+    chosen = os.environ.get("PRENET_HOST_COSTS")
+    return f" Host costs: {chosen} (PRENET_HOST_COSTS)." if chosen else ""
+
+
 def main():
     import argparse
-    import os
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(RESULTS))
@@ -117,10 +124,8 @@ def main():
         "# Whole-model validation on an unseen GPU: NVIDIA H100 80GB HBM3", "",
         f"`.venv/bin/python bench/validate_h100.py` ({time.strftime('%Y-%m-%d')}, {time.monotonic() - started:.0f} s). "
         f"Measured: {validation_file()} (torch {environment['torch']}); predicted: prenet.predict with the packaged "
-        "GPU predictors (no H100 layer data exists in this project). Epoch of 1024 samples. Targets: fp32 median "
-        "10% and 90th percentile 25%; bf16 median 15%."
-        + (f" Host costs: {os.environ['PRENET_HOST_COSTS']} (PRENET_HOST_COSTS)." if os.environ.get(
-            "PRENET_HOST_COSTS") else ""), "",
+        "GPU predictors (no H100 layer data is fitted on; data/gpu's H100 rows are validation only). Epoch of 1024 "
+        "samples. Targets: fp32 median 10% and 90th percentile 25%; bf16 median 15%." + host_costs_note(), "",
         summary("fp32, all models", *pick(lambda r: r[0] == "fp32")),
         summary("fp32, torchvision models", *pick(lambda r: r[0] == "fp32" and r[1] == "torchvision")),
         summary("fp32, BERT-base and GPT-2", *pick(lambda r: r[0] == "fp32" and r[1] != "torchvision")),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One pass over what a GPU machine can check that ours cannot, within a time budget (minutes, default 9), for a
 # session lent a GPU: build prenet with its predictors and the harness against the machine's torch, check that
-# an error raised by the native core reaches Python as an error (it crashed on the GPU image of 2026-11-24),
+# an error raised by the native core reaches Python as an error (it crashed on the GPU image of 2026-11-24;
+# scripts/probe_native_errors.sh narrows the cause down and keeps a build without LTO where that fixes it),
 # run the test suite under that torch, measure the whole-model cases of bench/measure_gpu.py (resumed from
 # data/epochs/<GPU>.jsonl), measure the host's cost per operation, and collect layer rows for the time left.
 # Everything lands in OUT_DIR (default ./gpu-session-out): logs, the epochs file, the host costs, a tarball of
@@ -20,18 +21,14 @@ left() { echo $(( 60 * MINUTES - ($(date +%s) - START) )); }
 say() { echo "[$(( $(date +%s) - START )) s] $*"; }
 PYTHON="$(python3 -c 'import sys; print(sys.executable)')"
 TORCH_PREFIX="$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+CMAKE_ARGS="-DCMAKE_PREFIX_PATH=$TORCH_PREFIX;$ROOT/.carry -DPRENET_BUILD_TESTS=OFF -DCMAKE_POLICY_VERSION_MINIMUM=3.5"
 say "build"
 PRENET_BUILD_DIR="$ROOT/build/gpu-session" \
-PRENET_CMAKE_ARGS="-DCMAKE_PREFIX_PATH=$TORCH_PREFIX;$ROOT/.carry -DPRENET_BUILD_TESTS=OFF -DCMAKE_POLICY_VERSION_MINIMUM=3.5" \
+PRENET_CMAKE_ARGS="$CMAKE_ARGS" \
   CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$PYTHON" -m pip install --no-build-isolation --no-deps --no-index -q . \
   > "$OUT_DIR/build.log" 2>&1 || { say "build failed: $OUT_DIR/build.log"; tail -20 "$OUT_DIR/build.log"; exit 1; }
-say "does an error of the native core reach Python?"
-(cd /tmp && "$PYTHON" -X faulthandler -c "import prenet
-try:
-    prenet.find_gpu('T5000')
-except ValueError as error:
-    print('yes:', str(error)[:70])") > "$OUT_DIR/native_error.log" 2>&1
-echo "exit $? ($(head -c 300 "$OUT_DIR/native_error.log"))"
+say "does an error of the native core reach Python? (scripts/probe_native_errors.sh)"
+PYTHON="$PYTHON" PRENET_CMAKE_ARGS="$CMAKE_ARGS" bash scripts/probe_native_errors.sh "$OUT_DIR"
 say "test suite"
 timeout $(( $(left) / 3 )) "$PYTHON" -m pytest -q -p no:cacheprovider -n "$(nproc)" -rfE \
   --deselect tests/test_gpu_build.py tests > "$OUT_DIR/pytest.log" 2>&1

@@ -70,6 +70,87 @@ def test_convolution_shape_rule_rejects_wrong_channels():
              [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
 
 
+@pytest.mark.parametrize("kernel, stride, padding, dilation, ceil_mode", [
+    (2, None, 0, 1, False), (3, 2, 1, 1, True), ((1, 3, 2), (1, 2, 2), (0, 1, 1), (1, 2, 1), True),
+    (3, 2, 0, 1, True)])
+def test_max_pool3d_shape_rule_agrees_with_pytorch(kernel, stride, padding, dilation, ceil_mode):
+    x = torch.randn(2, 3, 7, 12, 13)
+    expected = nn.functional.max_pool3d(x, kernel, stride, padding, dilation, ceil_mode, return_indices=True)
+    as_list = (lambda v: [v] if isinstance(v, int) else list(v))
+    out, indices = meta_model.MISSING_META_KERNELS[torch.ops.aten.max_pool3d_with_indices.default](
+        x.to("meta"), as_list(kernel), [] if stride is None else as_list(stride), as_list(padding),
+        as_list(dilation), ceil_mode)
+    assert out.shape == expected[0].shape and out.dtype == x.dtype
+    assert indices.shape == expected[1].shape and indices.dtype == torch.int64
+
+
+class ConvThen(nn.Module):
+    """A convolution, then `after` on its output: a layer or loss whose operators torch 1.13 has no meta kernel
+    for (their shape rules are prenet.meta_model's)."""
+    def __init__(self, after, dims=2):
+        super().__init__()
+        self.conv, self.after = (nn.Conv2d if dims == 2 else nn.Conv3d)(3, 3, 3, padding=1), after
+
+    def forward(self, x):
+        return self.after(self.conv(x))
+
+
+def pixel_labels(y):
+    return torch.zeros(y.shape[0], *y.shape[2:], dtype=torch.long, device=y.device)
+
+
+WITHOUT_META_KERNELS = {
+    # video models (MViT): max_pool3d_with_indices and its backward
+    "max_pool3d": (lambda: ConvThen(nn.Sequential(nn.MaxPool3d(3, stride=2, padding=1, ceil_mode=True),
+                                                  nn.MaxPool3d((1, 2, 2))), dims=3), (3, 3, 7, 12, 13)),
+    "grid_sample": (lambda: ConvThen(lambda y: nn.functional.grid_sample(
+        y, y[:, :2].permute(0, 2, 3, 1).tanh(), align_corners=False)), (2, 3, 8, 8)),
+    "rrelu": (lambda: ConvThen(nn.RReLU()), (2, 3, 8, 8)),
+    "weight_norm": (lambda: nn.utils.weight_norm(nn.Conv2d(3, 4, 3)), (2, 3, 8, 8)),
+    # a segmentation model returning its own loss: nll_loss2d
+    "pixel_cross_entropy": (lambda: ConvThen(lambda y: nn.functional.cross_entropy(y, pixel_labels(y))),
+                            (2, 3, 8, 8)),
+    "pixel_cross_entropy_none": (lambda: ConvThen(lambda y: nn.functional.cross_entropy(
+        y, pixel_labels(y), reduction="none")), (2, 3, 8, 8)),
+    # torch 1.13's meta kernel fails on the compute mode torch.cdist passes
+    "cdist": (lambda: ConvThen(lambda y: torch.cdist(y.flatten(2), y.flatten(2).flip(1))), (2, 3, 8, 8)),
+    "smooth_l1_loss": (lambda: ConvThen(lambda y: nn.functional.smooth_l1_loss(y, torch.zeros_like(y))),
+                       (2, 3, 8, 8)),
+}
+
+
+@pytest.mark.parametrize("name", WITHOUT_META_KERNELS)
+def test_operators_without_a_meta_kernel_trace_on_meta_as_for_real(name):
+    build, shape = WITHOUT_META_KERNELS[name]
+    model = build()
+    real = op_trace.trace_once(model, torch.randn(shape))
+    meta = op_trace.trace_once(model, torch.empty(shape, device="meta"), meta=True)
+    assert signature(meta) == signature(real)
+
+
+class Bag(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bag, self.fc = nn.EmbeddingBag(50, 8, mode="mean"), nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.fc(self.bag(x))
+
+
+def test_an_embedding_bag_is_traced_on_meta():
+    # torch 1.13 has no meta kernel for the table's gradient (_embedding_bag_dense_backward)
+    model, tokens = Bag(), torch.randint(0, 50, (4, 6))
+    real = op_trace.trace_once(model, tokens)
+    meta = op_trace.trace_once(model, tokens.to("meta"), meta=True)
+    gradient = [o for o in meta if o.name == "_embedding_bag_dense_backward.default"]
+    assert len(gradient) == 1 and gradient[0].outputs == [(50, 8)] and gradient[0].output_dtypes == ["float32"]
+    # the same operators; only the bookkeeping output of the forward (maximum indices: one per bag on the CPU,
+    # none in torch's meta kernel) and its use in the backward differ, by a few bytes
+    assert [(o.phase, o.name, o.outputs[0]) for o in meta] == [(o.phase, o.name, o.outputs[0]) for o in real]
+    estimate = prenet.predict(model, batch=4, gpu="T4", example_input=tokens, dataset_size=8)
+    assert estimate.traced == "meta"
+
+
 def test_predict_leaves_the_model_untouched():
     model = torchvision.models.resnet18(weights=None)
     model.eval()

@@ -4,9 +4,10 @@ and no data, so tracing costs the dispatch of each operator and nothing of its a
 `weights_on_meta(model)` gives every parameter and buffer a data-less twin for the duration of a block (the user's
 tensors, gradients and BatchNorm statistics are left untouched) and puts the originals back after it, also when the
 block fails. Where the installed PyTorch has no meta kernel for an operator a training step uses (torch 1.13 lacks
-several backward ones, gives batch norm's weight gradients the wrong dtype and runs batch norm through a slow
-Python decomposition), `MISSING_META_KERNELS` gives its output shapes and dtypes from those of its inputs; an
-operator missing from both raises, and the caller traces with real tensors instead.
+several backward ones and a few forward ones such as 3-d max pooling, fails on torch.cdist's arguments, gives batch
+norm's weight gradients the wrong dtype and runs batch norm through a slow Python decomposition),
+`MISSING_META_KERNELS` gives its output shapes and dtypes from those of its inputs; an operator missing from both
+raises, and the caller traces with real tensors instead.
 """
 import contextlib
 
@@ -82,6 +83,84 @@ def _like_input(grad_output, input, *rest):
     return _empty(input.shape, grad_output, (input,))
 
 
+def _per_dimension(value, dims, default=None):
+    """A pooling argument (an int, or a list of one or `dims` ints; empty for the default) as `dims` ints."""
+    if isinstance(value, int):
+        return [value] * dims
+    value = list(value) or list(default)
+    return value * dims if len(value) == 1 else value
+
+
+def _max_pool3d_with_indices(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """(output, int64 indices) of a 3-d max pooling: per spatial size x, (x + 2p - d(k - 1) - 1) / s + 1 rounded
+    down, or up with ceil_mode, where a last window starting inside the right padding is dropped (PyTorch's
+    MaxPool3d documentation and pooling_output_shape)."""
+    kernel = _per_dimension(kernel_size, 3)
+    stride, padding = _per_dimension(stride, 3, kernel), _per_dimension(padding, 3)
+    dilation = _per_dimension(dilation, 3)
+    sizes = []
+    for x, k, s, p, d in zip(input.shape[-3:], kernel, stride, padding, dilation):
+        span = x + 2 * p - d * (k - 1) - 1
+        out = (span + (s - 1 if ceil_mode else 0)) // s + 1
+        if ceil_mode and (out - 1) * s >= x + p:
+            out -= 1
+        sizes.append(out)
+    if min(sizes) < 1:
+        raise RuntimeError(f"max_pool3d of input {tuple(input.shape)} with kernel {kernel}: output size {sizes}")
+    shape = (*input.shape[:-3], *sizes)
+    return _empty(shape, input), torch.empty(shape, dtype=torch.int64, device="meta")
+
+
+def _embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices, num_weights, *rest):
+    """The gradient of an embedding bag's table: num_weights rows of the bags' width, in the gradient's dtype."""
+    return _empty((num_weights, grad.shape[-1]), grad)
+
+
+def _like_first(input, *rest, **options):
+    """An elementwise operator, or a backward whose gradient has the shape of its first argument: that shape."""
+    return _empty(input.shape, input, (input,))
+
+
+def _like_second(grad_output, input, *rest):
+    """A backward whose gradient has the shape of the forward's input, its second argument (rrelu's, nll_loss2d's,
+    smooth_l1_loss's)."""
+    return _empty(input.shape, grad_output, (input,))
+
+
+def _grid_sampler_2d_backward(grad_output, input, grid, interpolation, padding, align_corners, output_mask):
+    """(grad of input where output_mask asks for it, grad of grid): their shapes (native_functions.yaml)."""
+    return (_empty(input.shape, grad_output, (input,)) if output_mask[0] else None, _empty(grid.shape, grid))
+
+
+def _weight_norm_interface(v, g, dim=0):
+    """(w = g v / ||v||, the norms): w has v's shape, the norms g's (torch.nn.utils.weight_norm), in float32 for a
+    2-byte v (WeightNorm.cpp's accumulation type)."""
+    norms = torch.float32 if v.element_size() < 4 else v.dtype
+    return _empty(v.shape, v), torch.empty(g.shape, dtype=norms, device="meta")
+
+
+def _weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim):
+    """(grad of v, grad of g): the shapes and dtypes of v and g."""
+    return _empty(saved_v.shape, saved_v), _empty(saved_g.shape, saved_g)
+
+
+def _nll_loss2d_forward(input, target, weight, reduction, ignore_index):
+    """(loss, total weight): the loss per pixel (target's shape) for reduction none (0), else a scalar."""
+    return _empty(target.shape if reduction == 0 else (), input), _empty((), input)
+
+
+def _cdist_forward(x1, x2, p, compute_mode):
+    """Pairwise distances of the rows of x1 (..., P, M) and x2 (..., R, M): (..., P, R) (torch.cdist); torch 1.13's
+    meta kernel fails on the compute_mode None that torch.cdist passes."""
+    batch = torch.broadcast_shapes(x1.shape[:-2], x2.shape[:-2])
+    return _empty((*batch, x1.shape[-2], x2.shape[-2]), x1)
+
+
+def _cdist_backward(grad, x1, x2, p, distances):
+    """The gradient of x1 (torch.cdist's backward is taken for each input in turn): x1's shape."""
+    return _empty(x1.shape, grad, (x1,))
+
+
 # aten operator -> its outputs from its arguments, for operators whose meta kernel this PyTorch lacks, gets the
 # dtypes wrong or runs slowly.
 MISSING_META_KERNELS = {
@@ -90,6 +169,19 @@ MISSING_META_KERNELS = {
     aten.native_batch_norm.default: _batch_norm,
     aten.native_batch_norm_backward.default: _batch_norm_backward,
     aten._adaptive_avg_pool2d_backward.default: _like_input,
+    aten.max_pool3d_with_indices.default: _max_pool3d_with_indices,
+    aten.max_pool3d_with_indices_backward.default: _like_input,
+    aten._embedding_bag_dense_backward.default: _embedding_bag_dense_backward,
+    aten.grid_sampler_2d_backward.default: _grid_sampler_2d_backward,
+    aten.rrelu_with_noise.default: _like_first,
+    aten.rrelu_with_noise_backward.default: _like_second,
+    aten._weight_norm_interface.default: _weight_norm_interface,
+    aten._weight_norm_interface_backward.default: _weight_norm_interface_backward,
+    aten.nll_loss2d_forward.default: _nll_loss2d_forward,
+    aten.nll_loss2d_backward.default: _like_second,
+    aten._cdist_forward.default: _cdist_forward,
+    aten._cdist_backward.default: _cdist_backward,
+    aten.smooth_l1_loss_backward.default: _like_second,
 }
 
 

@@ -184,11 +184,14 @@ class Recurrent(nn.Module):
         return self.lstm(x)[0]
 
 
-@pytest.mark.parametrize("model, shape, kind", [(NeedsData(), (6,), "linear"), (Recurrent(), (5, 6), "lstm")],
-                         ids=["data", "lstm"])
-def test_models_the_meta_device_cannot_run_are_traced_for_real(model, shape, kind):
+@pytest.mark.parametrize("model, shape, kind, why", [
+    (NeedsData(), (6,), "linear", "the meta device cannot run it: the model rejected the input (failed in module "
+                                  "'NeedsData'): "),
+    (Recurrent(), (5, 6), "lstm", "it has recurrent layers")], ids=["data", "lstm"])
+def test_models_the_meta_device_cannot_run_are_traced_for_real(model, shape, kind, why):
     estimate = prenet.predict(model, batch=4, gpu="T4", input_shape=shape, dataset_size=8)
-    assert estimate.traced == "cpu" and "traced for real" in repr(estimate)
+    assert estimate.traced == "cpu" and estimate.traced_for_real_because.startswith(why)
+    assert f"traced for real at small batches ({why}" in repr(estimate)
     assert estimate.step_seconds > 0 and kind in set(estimate.ops["kind"].dropna())
     # traced at batches 2 and 3, the layers' inputs are extrapolated to the batch like the operators' shapes
     assert estimate.layers.set_index("name")["input_shape"].dropna().map(lambda shape: shape[0]).eq(4).all()
@@ -236,10 +239,33 @@ def test_a_model_built_on_the_meta_device_is_predicted_without_its_weights():
 def test_meta_and_real_traces_give_the_same_estimate():
     model = torchvision.models.resnet18(weights=None)
     make = lambda b, device="cpu": image_batch(b, device)  # noqa: E731
-    meta, how = op_trace.trace_batches(model.train(), make, [8])
+    meta, how, why = op_trace.trace_batches(model.train(), make, [8])
     assert how == "meta"
     real = op_trace.at_batch(op_trace.trace_small(model, lambda b: make(b)), 8)
     assert [(o.name, o.inputs, o.outputs) for o in meta[8]] == [(o.name, o.inputs, o.outputs) for o in real]
+
+
+def test_the_reason_to_trace_for_real_names_the_operator_without_a_meta_kernel():
+    # PyTorch's message names the operator, then adds a paragraph on selective builds: only the operator is kept
+    class Elastic(nn.Module):  # RReLU's noise without prenet's rule: no meta kernel in torch 1.13
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(6, 4)
+
+        def forward(self, x):
+            return torch.ops.aten.rrelu_with_noise(self.linear(x), torch.zeros(x.shape[0], 4, device=x.device),
+                                                   0.1, 0.3, True)
+
+    rules = meta_model.MISSING_META_KERNELS
+    saved = rules.pop(torch.ops.aten.rrelu_with_noise.default)
+    try:
+        _, how, why = op_trace.trace_batches(Elastic().train(), lambda b, device="cpu": torch.randn(b, 6,
+                                                                                                  device=device), [4])
+    finally:
+        rules[torch.ops.aten.rrelu_with_noise.default] = saved
+    if how == "meta":
+        pytest.skip("this torch has a meta kernel for rrelu_with_noise (torch 1.13 has none)")
+    assert why.endswith("this torch has no meta kernel for aten::rrelu_with_noise") and len(why) < 200, why
 
 
 def test_weights_are_restored_when_the_model_fails_on_meta():

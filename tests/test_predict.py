@@ -346,6 +346,7 @@ def test_command_line_prints_one_json_object(run_prenet):
     assert result["iterations"] == 3 and math.isfinite(result["epoch_seconds"]) and result["step_seconds"] > 0
     low, high = result["interval_seconds"]
     assert low < high and result["extrapolation"]["nearest"] and result["traced"] == "meta"
+    assert result["traced_for_real_because"] is None
     bad = run_prenet("predict", "torchvision:resnet18", "--gpu", "H1000")
     assert bad.returncode == 2 and "unknown GPU" in bad.stderr
     # converted to channels_last, its convolutions on the H100's tensor cores skip the layout transposes

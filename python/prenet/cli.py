@@ -81,7 +81,8 @@ def _predict(args):
                           "epoch_seconds": estimate.epoch_seconds, "step_seconds": estimate.step_seconds,
                           "device_ms": estimate.device_ms, "host_ms": estimate.host_ms,
                           "optimizer_ms": estimate.optimizer_ms, "interval_seconds": estimate.interval_seconds,
-                          "extrapolation": estimate.extrapolation, "traced": estimate.traced}))
+                          "extrapolation": estimate.extrapolation, "traced": estimate.traced,
+                          "traced_for_real_because": estimate.traced_for_real_because}))
         return
     with _pandas_display():
         print(repr(estimate))

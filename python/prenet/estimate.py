@@ -54,6 +54,7 @@ class Estimate:
     # How the step was traced (prenet.op_trace): "meta" (shapes only, at the batch) or "cpu" (run for real at two
     # small batches, extrapolated).
     traced: str = "meta"
+    traced_for_real_because: str = None
     # On the CPU of a machine that is not the measured host: the calibration's description (prenet.host_calibration).
     calibrated: str = None
 
@@ -83,7 +84,7 @@ class Estimate:
             sure += (f"; nearest fitted GPU {x['nearest']} (distance {x['distance']:.2f}"
                      + (f", beyond the fitted range in {', '.join(x['outside'])}" if x["outside"] else "") + ")")
         if self.traced == "cpu":
-            sure += "; traced for real at small batches (the model cannot run on meta tensors)"
+            sure += f"; traced for real at small batches ({self.traced_for_real_because})"
         if self.calibrated:
             sure += f"; {self.calibrated}"
         steps = epoch_steps_text(self.batch, self.dataset_size)
@@ -444,11 +445,12 @@ def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, d
 class Traced:
     """What predict costs on a device, found once (prenet.compare reuses it for every GPU): the operators of a
     step at each batch size an epoch uses (`ops_by_size`), the epoch's batch sizes, how it was traced ("meta" or
-    "cpu", prenet.op_trace), and of the model: its trainable tensors' sizes, its module count and the 2-byte
-    dtypes among its weights."""
+    "cpu", prenet.op_trace, and why it was traced for real), and of the model: its trainable tensors' sizes, its
+    module count and the 2-byte dtypes among its weights."""
     ops_by_size: dict
     sizes: list
     how: str
+    why_real: object
     trainable: list
     modules: int
     narrow_weights: list
@@ -460,10 +462,10 @@ def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None
     make_inputs = input_maker(model, input_shape, example_input)
     sizes = epoch_batches(batch, dataset_size)
     with in_mode(model, True):  # a training step, as the model's own train() sets it up
-        ops, how = op_trace.trace_batches(model, make_inputs, sorted(set(sizes)), precision in MIXED_PRECISIONS)
+        ops, how, why = op_trace.trace_batches(model, make_inputs, sorted(set(sizes)), precision in MIXED_PRECISIONS)
     parameters = list(model.parameters())
     dtypes = {op_trace.dtype_names[p.dtype] for p in parameters}
-    return Traced(ops, sizes, how, [p.numel() for p in parameters if p.requires_grad], len(list(model.modules())),
+    return Traced(ops, sizes, how, why, [p.numel() for p in parameters if p.requires_grad], len(list(model.modules())),
                   sorted(dtypes & op_costs.NARROW_FLOATS.keys()))
 
 
@@ -513,5 +515,5 @@ def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision
                     step_seconds=1e-3 * step_ms, epoch_seconds=1e-3 * epoch_ms, iterations=len(sizes),
                     device_ms=step.device_ms, host_ms=step.host_ms, optimizer_ms=step.update_ms,
                     tables=lambda: _layers_table(step.rows(), catalog, device, step_ms), interval_seconds=interval,
-                    extrapolation=reach, traced=traced.how,
+                    extrapolation=reach, traced=traced.how, traced_for_real_because=traced.why_real,
                     calibrated=native.calibration.describe() if calibrated else None)

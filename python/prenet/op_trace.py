@@ -12,6 +12,7 @@ requested batch instead. Either way the model is left as it was: its weights, gr
 running statistics) and the random number generator.
 """
 import itertools
+import re
 from dataclasses import dataclass, field
 
 # Stands in `Op.arguments` for a positional tensor argument (its shape is in `Op.inputs`).
@@ -345,10 +346,10 @@ def at_batch(traces, batch, model=None, make_inputs=None, autocast=False):
 
 
 def trace_batches(model, make_inputs, sizes, autocast=False):
-    """({size: ops of a training step at that batch size}, how it was traced: "meta" or "cpu"), for the batch
-    sizes `sizes`; `make_inputs(b, device)` builds inputs of b samples on a device. On meta tensors at each size
-    where the model runs there; else for real at TRACE_BATCHES on the CPU, extrapolated (at_batch), the model
-    put back on its device and as it was after (prenet.model_state)."""
+    """({size: ops of a training step at that batch size}, how it was traced: "meta" or "cpu", why it was traced
+    for real: None on meta), for the batch sizes `sizes`; `make_inputs(b, device)` builds inputs of b samples on a
+    device. On meta tensors at each size where the model runs there; else for real at TRACE_BATCHES on the CPU,
+    extrapolated (at_batch), the model put back on its device and as it was after (prenet.model_state)."""
     import torch
 
     from .model_state import model_kept
@@ -356,21 +357,26 @@ def trace_batches(model, make_inputs, sizes, autocast=False):
     # A recurrent layer runs another algorithm on meta tensors (inputs projected step by step) than on the CPU and
     # in cuDNN (the inputs of all steps projected in one product): traced for real.
     recurrent = any(isinstance(module, torch.nn.RNNBase) for module in model.modules())
+    why = "it has recurrent layers, which run otherwise on meta tensors than on the CPU and in cuDNN"
     if not recurrent:
         try:
             return ({size: trace_once(model, make_inputs(size, "meta"), autocast, meta=True) for size in sizes},
-                    "meta")
-        except Exception:  # the model needs real data somewhere: traced for real, which names what it rejects
-            pass
+                    "meta", None)
+        except Exception as error:  # the model needs real data somewhere: traced for real, which names what it rejects
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            # PyTorch's own message names the operator, then a paragraph on selective builds
+            first_line = re.sub(r"Could not run '([^']+)' with arguments from the 'Meta' backend.*",
+                                r"this torch has no meta kernel for \1", first_line)
+            why = "the meta device cannot run it: " + (first_line if len(first_line) <= 200 else
+                                                       first_line[:197] + "...")
 
     def real_inputs(b):
         return make_inputs(b, "cpu")
 
     if any(t.is_meta for t in itertools.chain(model.parameters(), model.buffers())):
-        raise ValueError("the model's weights are on the meta device, but it must be traced with real data "
-                         f"({'it has recurrent layers' if recurrent else 'the meta device cannot run it'}); "
+        raise ValueError(f"the model's weights are on the meta device, but it must be traced with real data ({why}); "
                          "build it on the CPU")
     with model_kept(model):
         model.cpu()  # traced on the CPU; model_kept puts the model back on its device
         traces = trace_small(model, real_inputs, autocast)
-        return {size: at_batch(traces, size, model, real_inputs, autocast) for size in sizes}, "cpu"
+        return {size: at_batch(traces, size, model, real_inputs, autocast) for size in sizes}, "cpu", why

@@ -32,7 +32,11 @@ def test_weights_gradients_state_and_data_are_counted_exactly():
     assert got.gradients == 4 * parameters
     assert got.optimizer_state == 2 * 4 * parameters                      # Adam's two moments
     assert got.data == 10 * 3 * 16 * 16 * 4                                # the resident data set
+    assert got.batch_data == 4 * 3 * 16 * 16 * 4                           # one batch of it
     assert got.total == got.weights + got.gradients + got.optimizer_state + got.data + got.activations
+    assert got.streamed == got.total - got.data + got.batch_data
+    small = prenet.training_memory(model, batch=16, input_shape=(3, 16, 16), dataset_size=10)
+    assert small.batch_data == small.data                                  # a batch larger than the data set
     plain = prenet.training_memory(model, batch=4, input_shape=(3, 16, 16), optimizer="sgd_plain")
     assert plain.optimizer_state == 0 and plain.activations == got.activations
     assert "GiB" in repr(got)
@@ -61,6 +65,16 @@ def test_compare_says_where_the_training_memory_fits():
     table = prenet.compare(model, batch=262144, gpus=["P4", "A100"], input_shape=(4096,), dataset_size=262144)
     fits = dict(zip(table["gpu"], table["fits"]))
     assert fits == {"Tesla P4": False, "NVIDIA A100-PCIE-40GB": True}
-    expected = prenet.training_memory(model, batch=262144, input_shape=(4096,), dataset_size=262144).gib
-    assert list(table["memory_gib"]) == pytest.approx([expected, expected])
-    assert 8 < expected < 40
+    expected = prenet.training_memory(model, batch=262144, input_shape=(4096,), dataset_size=262144)
+    assert list(table["memory_gib"]) == pytest.approx([expected.streamed / memory.GIB] * 2)
+    assert list(table["resident_memory_gib"]) == pytest.approx([expected.gib] * 2)
+    assert 8 < expected.gib < 40
+
+
+def test_compare_judges_a_large_data_set_streamed_and_resident_apart():
+    # 40,000 images of 224 px in float32 are 22 GiB: resident, they overflow a 16 GB T4 that the step itself fits
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, stride=4), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 56 * 56, 10))
+    table = prenet.compare(model, batch=64, gpus=["T4"], input_shape=(3, 224, 224), dataset_size=40000)
+    row = table.iloc[0]
+    assert bool(row["fits"]) and not bool(row["fits_resident"])
+    assert row["memory_gib"] < 1 < 22 < row["resident_memory_gib"]

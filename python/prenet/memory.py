@@ -25,29 +25,40 @@ GIB = 2 ** 30
 @dataclass(frozen=True)
 class TrainingMemory:
     """Bytes of device memory a training step holds at its peak (the start of the backward pass, where every
-    saved activation is alive), by part."""
+    saved activation is alive), by part: `data` is the whole data set resident on the device, as the protocol
+    measures and prenet.predict's times assume; `batch_data` one batch of it, all a training loop that copies its
+    batches in one at a time holds (`streamed`)."""
     weights: int
     gradients: int
     optimizer_state: int
     data: int
     activations: int
+    batch_data: int
 
     @property
     def total(self):
+        """With the data set resident (the protocol's step)."""
         return self.weights + self.gradients + self.optimizer_state + self.data + self.activations
+
+    @property
+    def streamed(self):
+        """With the data copied to the device a batch at a time instead."""
+        return self.total - self.data + self.batch_data
 
     @property
     def gib(self):
         return self.total / GIB
 
-    def fits(self, memory_gib):
-        """Whether the total is within `memory_gib` GiB (a GPU's memory, as the catalog gives it)."""
-        return self.total <= memory_gib * GIB
+    def fits(self, memory_gib, resident=True):
+        """Whether the step, with the data set resident or (resident=False) streamed a batch at a time, is within
+        `memory_gib` GiB (a GPU's memory, as the catalog gives it)."""
+        return (self.total if resident else self.streamed) <= memory_gib * GIB
 
     def __repr__(self):
         parts = ", ".join(f"{name} {getattr(self, name) / GIB:.2f}" for name in
                           ("weights", "gradients", "optimizer_state", "data", "activations"))
-        return f"<prenet training memory: {self.gib:.2f} GiB ({parts} GiB)>"
+        return (f"<prenet training memory: {self.gib:.2f} GiB ({parts} GiB); {self.streamed / GIB:.2f} GiB with the "
+                "data streamed a batch at a time>")
 
 
 def saved_activations(model, inputs, autocast=False):
@@ -102,5 +113,9 @@ def training_memory(model, batch=32, input_shape=None, example_input=None, datas
         weights=sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers())),
         gradients=sum(p.numel() * p.element_size() for p in trainable),
         optimizer_state=STATE_PER_ELEMENT[optimizer] * sum(p.numel() * p.element_size() for p in trainable),
-        data=sum(t.numel() * t.element_size() for t in tensors(make_inputs(dataset_size, "meta"))),
-        activations=activations)
+        data=_bytes(make_inputs(dataset_size, "meta")), activations=activations,
+        batch_data=_bytes(make_inputs(min(batch, dataset_size), "meta")))
+
+
+def _bytes(inputs):
+    return sum(t.numel() * t.element_size() for t in tensors(inputs))

@@ -87,6 +87,10 @@ def test_each_backward_operator_is_counted_to_the_module_whose_forward_made_it(g
     assert "mul.Tensor" in set(backward.loc[backward["module"] == "ResidualStack", "op"])
     assert "native_layer_norm_backward.default" in set(backward.loc[backward["module"] == "norm", "op"])
     assert len(backward[backward["module"] == "(autograd)"]) == 3
+    # forward: the loss the step takes from the output (its mean, in float32) belongs to no module either
+    forward = estimate.ops[estimate.ops["phase"] == "forward"]
+    assert set(forward.loc[forward["module"] == "(loss)", "op"]) == {"mean.default"}
+    assert "(loss)" in set(estimate.layers["name"]) and "" not in set(estimate.layers["name"])
     layers = estimate.layers.set_index("name")
     assert layers.loc["layers.2", "backward_ms"] == pytest.approx(layers.loc["layers.3", "backward_ms"])
     assert layers.loc["layers.0", "backward_ms"] < layers.loc["layers.2", "backward_ms"]

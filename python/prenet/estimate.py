@@ -248,8 +248,9 @@ def _tensor_core_spread(works, ms, native, catalog, device, optimizer, precision
 
 def _owners(ops):
     """Module owning each op: the one whose forward ran it or made the autograd node that runs it in the backward
-    pass (prenet.op_trace); "(autograd)" for a backward op of no module (the loss's gradient)."""
-    return [op.module or ("(autograd)" if op.phase == "backward" else "") for op in ops]
+    pass (prenet.op_trace); for an op of no module, "(loss)" in the forward pass (the loss the step takes from the
+    model's output, prenet.op_trace.training_loss) and "(autograd)" in the backward pass (the loss's gradient)."""
+    return [op.module or ("(autograd)" if op.phase == "backward" else "(loss)") for op in ops]
 
 
 # fp16 trains with a GradScaler (../shared/PROTOCOL.md; torch/cuda/amp/grad_scaler.py). Before the optimizer's

@@ -54,6 +54,48 @@ def test_activations_are_what_autograd_saves_on_meta_as_for_real_and_grow_with_t
     assert memory.saved_activations(model, torch.empty(8, 3, 16, 16, device="meta")) == 8 * per_sample + 4 * 2 * 8
 
 
+class Checkpointed(nn.Module):
+    """Three residual MLP blocks, each run under torch.utils.checkpoint in the given form (None: not at all)."""
+
+    def __init__(self, form):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 16)) for _ in range(3))
+        self.form = form
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = x + (block(x) if self.form is None else
+                     torch.utils.checkpoint.checkpoint(block, x, use_reentrant=self.form == "reentrant"))
+        return x
+
+
+@pytest.mark.filterwarnings("ignore:None of the inputs have requires_grad")  # the first block's, in reentrant form
+@pytest.mark.parametrize("device", ["meta", "cpu"])
+def test_checkpointed_segments_hold_their_inputs_and_save_one_segment_at_a_time(device):
+    import torch.utils.checkpoint
+
+    batch, floats = 8, 4
+    # each block saves its input (the first Linear's), the GELU's input and the second Linear's input
+    block_input, block_own = batch * 16 * floats, 2 * batch * 64 * floats
+    x = torch.randn(batch, 16) if device == "cpu" else torch.empty(batch, 16, device="meta")
+    plain = memory.saved_activations(Checkpointed(None).train(), x)
+    assert plain == 3 * (block_input + block_own)
+    push = torch._C._autograd._push_saved_tensors_default_hooks
+    forward = torch.utils.checkpoint.CheckpointFunction.forward
+    for form in ("reentrant", "non-reentrant"):
+        got = memory.saved_activations(Checkpointed(form).train(), x)
+        # the three blocks' inputs are held; the backward pass saves one block's own tensors at a time
+        assert got == 3 * block_input + block_own, form
+    assert torch._C._autograd._push_saved_tensors_default_hooks is push, "the hooks' entry point is put back"
+    assert torch.utils.checkpoint.CheckpointFunction.forward is forward
+
+
+def test_training_memory_of_a_checkpointed_model_is_below_the_plain_ones():
+    plain = prenet.training_memory(Checkpointed(None), batch=64, input_shape=(16,))
+    checkpointed = prenet.training_memory(Checkpointed("non-reentrant"), batch=64, input_shape=(16,))
+    assert checkpointed.weights == plain.weights and 0 < checkpointed.activations < plain.activations
+
+
 def test_a_model_the_meta_device_cannot_run_is_measured_at_two_small_batches():
     model = Branching()
     got = prenet.training_memory(model, batch=16, input_shape=(3, 16, 16))

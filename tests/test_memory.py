@@ -1,10 +1,13 @@
 """prenet.training_memory: a training step's device memory by part, its activations as autograd saves them."""
+import matplotlib
 import pytest
 import torch
 import torch.nn as nn
 
 import prenet
 from prenet import memory
+
+matplotlib.use("Agg")
 
 
 class SmallCnn(nn.Module):
@@ -107,6 +110,13 @@ def test_compare_says_where_the_training_memory_fits():
     table = prenet.compare(model, batch=262144, gpus=["P4", "A100"], input_shape=(4096,), dataset_size=262144)
     fits = dict(zip(table["gpu"], table["fits"]))
     assert fits == {"Tesla P4": False, "NVIDIA A100-PCIE-40GB": True}
+    ax = table.plot()  # the GPU it does not fit is drawn grey and says so
+    bars = {label.get_text(): patch for label, patch in zip(ax.get_yticklabels(), ax.patches)}
+    assert matplotlib.colors.to_hex(bars["Tesla P4"].get_facecolor()) == matplotlib.colors.to_hex("lightgrey")
+    assert matplotlib.colors.to_hex(bars["NVIDIA A100-PCIE-40GB"].get_facecolor()) == matplotlib.colors.to_hex(
+        "tab:blue")
+    assert [t.get_text() for t in ax.texts if "does not fit" in t.get_text()] == [
+        f" does not fit ({table.set_index('gpu').loc['Tesla P4', 'memory_gib']:.1f} GiB)"]
     expected = prenet.training_memory(model, batch=262144, input_shape=(4096,), dataset_size=262144)
     assert list(table["memory_gib"]) == pytest.approx([expected.streamed / memory.GIB] * 2)
     assert list(table["resident_memory_gib"]) == pytest.approx([expected.gib] * 2)

@@ -32,7 +32,8 @@ def _comparison_class():
     import pandas as pd
 
     class Comparison(pd.DataFrame):
-        """One row per GPU, fastest epoch first; .plot() draws epoch time with its interval and the cost."""
+        """One row per GPU, fastest epoch first; .plot() draws epoch time with its interval and the cost, grey
+        where the training step does not fit the GPU's memory even with the data streamed."""
 
         @property
         def _constructor(self):
@@ -46,10 +47,14 @@ def _comparison_class():
                 _, ax = plt.subplots(figsize=(8, 0.35 * len(rows) + 1.5))
             low = rows["epoch_seconds"] - rows["interval_low_s"]
             high = rows["interval_high_s"] - rows["epoch_seconds"]
-            ax.barh(rows["gpu"], rows["epoch_seconds"], xerr=[low, high], capsize=2, color="tab:blue")
-            for y, (seconds, cost) in enumerate(zip(rows["interval_high_s"], rows["cost_per_epoch_usd"])):
-                if cost == cost:  # not NaN
-                    ax.annotate(f" ${cost:.4g}/epoch", (seconds, y), va="center", fontsize=8)
+            colors = ["tab:blue" if fits else "lightgrey" for fits in rows["fits"]]
+            ax.barh(rows["gpu"], rows["epoch_seconds"], xerr=[low, high], capsize=2, color=colors)
+            for y, (seconds, cost, fits, gib) in enumerate(zip(rows["interval_high_s"], rows["cost_per_epoch_usd"],
+                                                               rows["fits"], rows["memory_gib"])):
+                notes = ([f"${cost:.4g}/epoch"] if cost == cost else []) + (  # cost not NaN
+                    [] if fits else [f"does not fit ({gib:.1f} GiB)"])
+                if notes:
+                    ax.annotate(" " + "; ".join(notes), (seconds, y), va="center", fontsize=8)
             ax.set_xlabel("predicted seconds per epoch (80% interval)")
             ax.set_title("Which GPU: epoch time and cost")
             return ax

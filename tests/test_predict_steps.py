@@ -340,3 +340,24 @@ def test_training_time_chains_steps_with_the_step_time():
         prenet.predict_training(model, data, lr=0.5, target_loss=0.8, optimizer="adam")
     with pytest.raises(ValueError, match="max_steps: options of predict_steps"):
         prenet.predict_training(model, data, epochs=3, max_steps=100)
+
+
+def test_a_reused_kernel_keeps_the_whole_sets_initial_loss():
+    class CountingDataset(torch.utils.data.TensorDataset):
+        reads = 0
+
+        def __getitem__(self, index):
+            CountingDataset.reads += 1
+            return super().__getitem__(index)
+
+    generator = torch.Generator().manual_seed(4)
+    dataset = CountingDataset(torch.randn(200, INPUTS, generator=generator),
+                              torch.randint(0, OUTPUTS, (200,), generator=generator))
+    model = small_model()
+    first = prenet.predict_steps(model, dataset, lr=0.3, batch=5, subset=32, max_steps=20, runs=1)
+    assert CountingDataset.reads == 32 + 200          # the subset, then the whole set's initial loss
+    CountingDataset.reads = 0
+    again = prenet.predict_steps(model, dataset, lr=0.1, batch=5, subset=32, max_steps=20, runs=1,
+                                 kernel=first.kernel)
+    assert CountingDataset.reads == 32                # the subset only, to check the kernel against the model
+    assert again.initial_loss == first.initial_loss

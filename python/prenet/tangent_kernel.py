@@ -75,6 +75,9 @@ class TangentKernel:
     projected_dim: object
     seconds: float
     _modes: dict = field(default_factory=dict, repr=False)
+    # The loss at the linearisation point over the whole data set, by (loss, data set size, seed): a forward pass
+    # over all of it, which every prediction reusing this kernel would otherwise repeat.
+    whole_set_losses: dict = field(default_factory=dict, repr=False)
 
     @property
     def samples(self):

@@ -264,7 +264,8 @@ def predict_steps(model, dataset, loss="cross_entropy", target_loss=None, lr=0.0
     the module's description) or None to take the subset's own steps; projection_dim: models with more parameters
     than this have their Jacobian randomly projected to this many dimensions (default 16384).
     noise: "sampled" (`runs` independent shuffled batch sequences, averaged) or "mean" (full-batch drift).
-    kernel: the `.kernel` of an earlier prediction on the same model, data, subset and seed, not to recompute it.
+    kernel: the `.kernel` of an earlier prediction on the same model, data, subset and seed, not to recompute it
+    (nor the whole set's initial loss, which it keeps).
     """
     import torch
 
@@ -294,8 +295,13 @@ def predict_steps(model, dataset, loss="cross_entropy", target_loss=None, lr=0.0
 
     started = time.perf_counter()
     sizes = _subset_sizes(n, dataset_size, batch, extrapolate)
-    initial_loss = (float(loss_fn.value(kernel.f0, targets)) if n == dataset_size else
-                    _initial_loss(model, dataset, dataset_size, loss_fn, seed))
+    if n == dataset_size:
+        initial_loss = float(loss_fn.value(kernel.f0, targets))
+    else:
+        key = (loss_fn.name, dataset_size, seed)
+        if key not in kernel.whole_set_losses:
+            kernel.whole_set_losses[key] = _initial_loss(model, dataset, dataset_size, loss_fn, seed)
+        initial_loss = kernel.whole_set_losses[key]
     lowest = min((t for t in wanted if t is not None), default=None)
     stop_fraction = None if lowest is None else lowest / initial_loss
     checkpoints = _checkpoints(max_steps)

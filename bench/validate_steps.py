@@ -271,7 +271,7 @@ def plot(rows, path, hidden):
     ax.set_yscale("log")
     ax.set_xlabel("actual steps")
     ax.set_ylabel("predicted steps")
-    ax.set_title(f"Steps to 50/20/10% of the initial loss (digits MLP, width {hidden})")
+    ax.set_title(f"Steps to 50/20/10% of the initial loss\n(digits MLP, width {hidden})")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -1,10 +1,11 @@
 """Where the cost of prenet.predict_steps' tangent kernel goes, against a training step of the same network
 (issue 7's target: prediction at a fraction of the cost of training).
 
-For two MLPs on 64 inputs and 10 classes (the validation's, and one of 1.1M parameters), the kernel on 256
-samples (predict_steps' default subset and projection), in float64 as predict_steps computes it, is timed two
-ways: as prenet.tangent_kernel.gram_matrix computes it now (linear layers factored from their inputs and
-sensitivities, prenet.linear_layer_kernel: exact) and by the explicit Jacobian it used before (per-sample
+For two MLPs on 64 inputs and 10 classes (the validation's, and one of 1.1M parameters) and a CNN on 8x8 images
+(bench/validate_steps.py --model cnn --hidden 32's), the kernel on 256 samples (predict_steps' default subset and
+projection), in float64 as predict_steps computes it, is timed two ways: as prenet.tangent_kernel.gram_matrix
+computes it now (linear layers factored from their inputs and sensitivities, prenet.linear_layer_kernel, and
+convolutions' rows from theirs, prenet.conv_layer_gradients) and by the explicit Jacobian it used before (per-sample
 Jacobians with vmap(jacrev), the CountSketch projection where parameters exceed projection_dim, the Gram product,
 each part timed), beside one SGD step (momentum 0.9, batch 32, float32) of the same network; "steps" columns say
 how many training steps cost as much as each kernel.
@@ -19,6 +20,7 @@ import torch
 
 from prenet import tangent_kernel
 from report import write_report
+from validate_steps import network
 
 RESULTS = Path(__file__).resolve().parent / "results" / "tangent_kernel_cost.md"
 SAMPLES, BATCH, STEPS = 256, 32, 100
@@ -41,7 +43,7 @@ def kernel_parts(model, inputs, projection_dim):
     jacobian_s = time.perf_counter() - started
     started = time.perf_counter()
     if parameters > projection_dim:
-        sketch = tangent_kernel.count_sketch(parameters, projection_dim)
+        sketch = tangent_kernel.CountSketch(parameters, projection_dim).matrix()
         blocks = [torch.sparse.mm(sketch, b.T).T for b in blocks]
     projection_s = time.perf_counter() - started
     rows = torch.cat(blocks)
@@ -56,9 +58,9 @@ def factored_s(model, inputs):
     return time.perf_counter() - started
 
 
-def training_step_s(model):
+def training_step_s(model, shape):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    x, y = torch.randn(BATCH, 64), torch.randint(10, (BATCH,))
+    x, y = torch.randn(BATCH, *shape), torch.randint(10, (BATCH,))
     started = time.perf_counter()
     for _ in range(STEPS):
         optimizer.zero_grad()
@@ -69,7 +71,6 @@ def training_step_s(model):
 
 def main():
     torch.manual_seed(0)
-    inputs = torch.randn(SAMPLES, 64)
     lines = ["# What the tangent kernel costs, against training steps", "",
              f"`.venv/bin/python bench/tangent_kernel_cost.py` ({time.strftime('%Y-%m-%d')}; torch "
              f"{torch.__version__}, {torch.get_num_threads()} thread(s)). Kernel on {SAMPLES} samples x 10 outputs "
@@ -77,12 +78,14 @@ def main():
              f"batch {BATCH}.", "",
              "| network | parameters | training step ms | factored kernel s | steps | explicit: Jacobian s | "
              "projection s | Gram s | explicit kernel s | steps |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for name, model in (("64-64-64-10 MLP (bench/validate_steps.py's)", mlp(64, 2)),
-                        ("64-1024-1024-10 MLP", mlp(1024, 2))):
+    cnn, cnn_name = network("cnn", 32)
+    for name, model, shape in (("64-64-64-10 MLP (bench/validate_steps.py's)", mlp(64, 2), (64,)),
+                               ("64-1024-1024-10 MLP", mlp(1024, 2), (64,)), (cnn_name, cnn, (1, 8, 8))):
+        inputs = torch.randn(SAMPLES, *shape)
         parameters = sum(p.numel() for p in model.parameters())
         parts = kernel_parts(model, inputs, PROJECTION)
         factored = factored_s(model, inputs)
-        step = training_step_s(model)
+        step = training_step_s(model, shape)
         lines.append(f"| {name} | {parameters:,} | {1e3 * step:.2f} | {factored:.2f} | {factored / step:,.0f} | "
                      f"{parts[0]:.1f} | {parts[1]:.1f} | {parts[2]:.1f} | {sum(parts):.1f} | "
                      f"{sum(parts) / step:,.0f} |")

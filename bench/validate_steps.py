@@ -3,17 +3,19 @@
 rates, batch sizes and momenta, against a baseline that extrapolates an exponential fitted to the first steps.
 
 Set-up: scikit-learn's digits (1,797 8x8 images, 10 classes, pixels / 16); an MLP 64-H-H-10 (tanh; H = 64, or
---hidden) pre-trained
-on the five classes 0-4 (SGD, lr 0.1, momentum 0.9, 30 epochs, seed 0), then fine-tuned on all ten classes with
-plain PyTorch SGD (cross-entropy), batches from prenet.loss_dynamics.batch_order (seed 123), the training loss
-on all 1,797 samples evaluated after every step, up to CAP steps.
+--hidden), or with --model cnn a CNN on the 8x8 images (3x3 convolutions 1-C, C-2C, max-pool 2, 2C-2C, each with
+tanh, then a linear layer to 10; C = --hidden), pre-trained on the five classes 0-4 (SGD, lr 0.1, momentum 0.9,
+30 epochs, seed 0), then fine-tuned on all ten classes with plain PyTorch SGD (cross-entropy), batches from
+prenet.loss_dynamics.batch_order (seed 123), the training loss on all 1,797 samples evaluated after every step, up
+to CAP steps.
 Columns: `predicted` (predict_steps with its defaults: subset 256, 4 sampled runs), its steps extrapolated from
 nested subsets by each form of prenet.training_steps.EXTRAPOLATIONS, `linearised, all data` (the linearised
 model trained for real on all samples: what the method would give with an unlimited subset), `exp. fit`
-(c + a exp(-b t) fitted to the first BASELINE_STEPS steps of the real curve). Errors are |predicted - actual| / actual; a prediction that never reaches a target the
-real run reaches counts at the cap. The linearised model on all data needs its explicit Jacobian (samples x
+(c + a exp(-b t) fitted to the first BASELINE_STEPS steps of the real curve). Errors are |predicted - actual| /
+actual; a prediction that never reaches a target the real run reaches counts at the cap. The linearised model on all data needs its explicit Jacobian (samples x
 outputs x parameters); above JACOBIAN_LIMIT entries (a wide MLP) that column is left out.
-Usage: python bench/validate_steps.py [--hidden 64] [--lrs 0.01 0.05 0.2] [--out bench/results/steps_validation.md]
+Usage: python bench/validate_steps.py [--model mlp|cnn] [--hidden 64] [--lrs 0.01 0.05 0.2]
+                                       [--out bench/results/steps_validation.md]
 """
 import argparse
 import inspect
@@ -46,11 +48,22 @@ def digits():
     return torch.tensor(data.data / 16.0, dtype=torch.float32), torch.tensor(data.target)
 
 
-def pretrained(inputs, labels, hidden):
-    """The MLP 64-hidden-hidden-10 pre-trained on classes 0-4."""
+def network(kind, hidden):
+    """(the MLP 64-hidden-hidden-10 or the CNN with hidden channels (module docstring), its name)."""
+    nn = torch.nn
+    if kind == "mlp":
+        return (nn.Sequential(nn.Linear(64, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
+                              nn.Linear(hidden, 10)), f"MLP 64-{hidden}-{hidden}-10")
+    return (nn.Sequential(nn.Conv2d(1, hidden, 3, padding=1), nn.Tanh(), nn.Conv2d(hidden, 2 * hidden, 3, padding=1),
+                          nn.Tanh(), nn.MaxPool2d(2), nn.Conv2d(2 * hidden, 2 * hidden, 3, padding=1), nn.Tanh(),
+                          nn.Flatten(), nn.Linear(2 * hidden * 16, 10)),
+            f"CNN conv 1-{hidden}-{2 * hidden}-pool-{2 * hidden}, linear {2 * hidden * 16}-10")
+
+
+def pretrained(inputs, labels, kind, hidden):
+    """The network (see `network`) pre-trained on classes 0-4."""
     torch.manual_seed(DATA_SEED)
-    model = torch.nn.Sequential(torch.nn.Linear(64, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, hidden),
-                                torch.nn.Tanh(), torch.nn.Linear(hidden, 10))
+    model, _ = network(kind, hidden)
     half = labels < 5
     x, y = inputs[half], labels[half]
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
@@ -144,14 +157,18 @@ def summary(values):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--hidden", type=int, default=64, help="width of the MLP's two hidden layers")
+    parser.add_argument("--model", choices=("mlp", "cnn"), default="mlp", help="the network (docstring)")
+    parser.add_argument("--hidden", type=int, default=64, help="width of the MLP's two hidden layers, or the "
+                        "CNN's first channels")
     parser.add_argument("--lrs", type=float, nargs="+", default=GRID["lr"], help="the grid's learning rates")
     parser.add_argument("--out", default="bench/results/steps_validation.md")
     args = parser.parse_args()
     grid = {**GRID, "lr": tuple(args.lrs)}
     torch.set_num_threads(1)
     inputs, labels = digits()
-    model = pretrained(inputs, labels, args.hidden)
+    if args.model == "cnn":
+        inputs = inputs.reshape(-1, 1, 8, 8)
+    model = pretrained(inputs, labels, args.model, args.hidden)
     parameters = sum(p.numel() for p in model.parameters())
     all_data = len(inputs) * 10 * parameters <= JACOBIAN_LIMIT
     state = {k: v.clone() for k, v in model.state_dict().items()}
@@ -180,19 +197,21 @@ def main():
         print(f"lr {lr} batch {batch} momentum {momentum}: actual "
               f"{[r['actual'] for r in rows[-3:]]} predicted {predicted.steps} ({predicted.seconds:.1f} s; "
               f"training {train_seconds:.1f} s)", flush=True)
-    write(rows, initial, kernel, Path(args.out), args.hidden, all_data, grid["lr"])
+    write(rows, initial, kernel, Path(args.out), args, all_data)
 
 
-def write(rows, initial, kernel, out, hidden, all_data, lrs):
+def write(rows, initial, kernel, out, args, all_data):
+    hidden, lrs, name = args.hidden, args.lrs, network(args.model, args.hidden)[1]
     default = inspect.signature(prenet.predict_steps).parameters["extrapolate"].default
     methods = [("predicted", f"predict_steps (extrapolate={default})"),
                ("linearised", "linearised, all data"), ("baseline", f"exp. fit, first {BASELINE_STEPS} steps")]
     if not all_data:
         methods = [m for m in methods if m[0] != "linearised"]
-    options = (f" --hidden {hidden}" if hidden != 64 else "") + (
+    options = (f" --model {args.model}" if args.model != "mlp" else "") + (
+        f" --hidden {hidden}" if hidden != 64 else "") + (
         f" --lrs {' '.join(map(str, lrs))}" if tuple(lrs) != GRID["lr"] else "")
     command = "python bench/validate_steps.py" + (f"{options} --out {out}" if options else "")
-    lines = [f"# predict_steps on the CPU: digits MLP 64-{hidden}-{hidden}-10 fine-tuning "
+    lines = [f"# predict_steps on the CPU: digits {name} fine-tuning "
              f"({len(rows) // len(FRACTIONS)} configurations x {len(FRACTIONS)} targets)", "",
              f"Regenerate: `{command}`. Set-up in the script's docstring. Initial training loss "
              f"{initial:.4f} (targets {', '.join(f'{f:.0%}' for f in FRACTIONS)} of it); cap {CAP} steps; "
@@ -249,12 +268,12 @@ def write(rows, initial, kernel, out, hidden, all_data, lrs):
               f"{show(r['baseline'])} |" for r in rows]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
-    plot(rows, out.with_suffix(".png"), hidden)
+    plot(rows, out.with_suffix(".png"), name)
     print("\n".join(lines[:16]))
     print(f"written {out} and {out.with_suffix('.png')}")
 
 
-def plot(rows, path, hidden):
+def plot(rows, path, name):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -271,7 +290,7 @@ def plot(rows, path, hidden):
     ax.set_yscale("log")
     ax.set_xlabel("actual steps")
     ax.set_ylabel("predicted steps")
-    ax.set_title(f"Steps to 50/20/10% of the initial loss\n(digits MLP, width {hidden})")
+    ax.set_title(f"Steps to 50/20/10% of the initial loss\n(digits {name})")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)

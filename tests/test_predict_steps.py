@@ -189,7 +189,7 @@ def test_projected_kernel_approximates_the_exact_one():
     assert projected is None and parameters == 12 * 40 + 40 + 40 * 3 + 3
     # linear layers are factored exactly unless told otherwise: the sketch covers whatever is not
     assert gram_matrix(model, inputs, projection_dim=300)[3] is None
-    sketched, f0_again, _, projected = gram_matrix(model, inputs, projection_dim=300, seed=1, factor_linear=False)
+    sketched, f0_again, _, projected = gram_matrix(model, inputs, projection_dim=300, seed=1, factor_layers=False)
     assert projected == 300
     np.testing.assert_array_equal(f0, f0_again)
     assert np.linalg.norm(sketched - exact) < 0.25 * np.linalg.norm(exact)
@@ -202,7 +202,8 @@ def test_projected_kernel_approximates_the_exact_one():
     columns = torch.zeros(jacobian.shape[0], 300, dtype=torch.float64)
     for p in range(parameters):
         columns[:, bucket[p]] += sign[p] * jacobian[:, p]
-    np.testing.assert_allclose(sketched, (columns @ columns.T).numpy(), rtol=1e-12, atol=1e-12)
+    expected = (columns @ columns.T).numpy()                     # a sketched kernel's product is float32's
+    np.testing.assert_allclose(sketched, expected, rtol=1e-5, atol=1e-6 * np.abs(expected).max())
 
 
 class SharedLayer(torch.nn.Module):
@@ -223,17 +224,79 @@ class SharedLayer(torch.nn.Module):
     (SharedLayer, 6),
 ], ids=["mlp", "norms-and-no-bias", "shared-layer"])
 def test_factored_linear_layers_give_the_exact_kernel(build, features):
-    from prenet.linear_layer_kernel import qualifying_layers
+    from prenet.layer_sensitivities import qualifying_layers
 
     torch.manual_seed(0)
     model = build().eval()
     inputs = torch.randn(12, features)
     factored, f0, parameters, _ = gram_matrix(model, inputs)
-    explicit, f0_explicit, _, _ = gram_matrix(model, inputs, factor_linear=False)
+    explicit, f0_explicit, _, _ = gram_matrix(model, inputs, factor_layers=False)
     np.testing.assert_allclose(factored, explicit, rtol=1e-10, atol=1e-12 * np.abs(explicit).max())
     np.testing.assert_array_equal(f0, f0_explicit)
     if isinstance(model, SharedLayer):
         assert set(qualifying_layers(model, inputs)) == {"head"}
+
+
+def small_cnn(**conv):
+    """Conv2d(2, 4, **conv) -> tanh -> a 1x1 convolution -> flatten -> linear, on 2 x 7 x 6 images."""
+    first = torch.nn.Conv2d(2, 4, **conv)
+    with torch.no_grad():
+        size = first(torch.zeros(1, 2, 7, 6)).shape
+    return torch.nn.Sequential(first, torch.nn.Tanh(), torch.nn.Conv2d(4, 4, 1), torch.nn.BatchNorm2d(4),
+                               torch.nn.Flatten(), torch.nn.Linear(4 * size[2] * size[3], 3))
+
+
+class Conv1dNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(3, 6, 3, stride=2, padding=2, dilation=2, groups=3)
+        self.head = torch.nn.Linear(6, 3)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.conv(x)).mean(-1))
+
+
+@pytest.mark.parametrize("build, shape, factored", [
+    (lambda: small_cnn(kernel_size=3, padding=1), (2, 7, 6), {"0", "2", "5"}),
+    (lambda: small_cnn(kernel_size=(3, 2), stride=(2, 1), padding=(0, 1), dilation=(1, 2), bias=False), (2, 7, 6),
+     {"0", "2", "5"}),
+    (lambda: small_cnn(kernel_size=3, groups=2), (2, 7, 6), {"0", "2", "5"}),
+    (lambda: small_cnn(kernel_size=3, padding="same"), (2, 7, 6), {"2", "5"}),  # 'same': its Jacobian
+    (lambda: small_cnn(kernel_size=3, padding=1, padding_mode="reflect"), (2, 7, 6), {"2", "5"}),
+    (Conv1dNet, (3, 11), {"conv", "head"}),
+], ids=["conv2d", "strided-dilated-no-bias", "groups", "same-padding", "reflect-padding", "conv1d-grouped"])
+def test_convolutions_rows_from_their_sensitivities_give_the_exact_kernel(build, shape, factored):
+    from prenet.layer_sensitivities import qualifying_layers
+
+    torch.manual_seed(0)
+    model = build().eval()
+    inputs = torch.randn(9, *shape)
+    assert set(qualifying_layers(model, inputs)) == factored
+    fast, f0, parameters, projected = gram_matrix(model, inputs)
+    explicit, f0_explicit, _, _ = gram_matrix(model, inputs, factor_layers=False)
+    assert projected is None and parameters == sum(p.numel() for p in model.parameters())
+    np.testing.assert_allclose(fast, explicit, rtol=1e-10, atol=1e-12 * np.abs(explicit).max())
+    np.testing.assert_array_equal(f0, f0_explicit)
+
+
+def test_convolution_rows_are_sketched_after_the_jacobians_columns():
+    torch.manual_seed(0)
+    model = small_cnn(kernel_size=3, padding=1).eval()
+    inputs = torch.randn(6, 2, 7, 6)
+    sketched, _, parameters, projected = gram_matrix(model, inputs, projection_dim=40, seed=3)
+    assert projected == 40
+    named = [(name, p.numel()) for name, p in model.named_parameters()]
+    jacobian = torch.cat([b.reshape(-1, parameters) for b in jacobian_chunks(model, inputs)])
+    columns = dict(zip([name for name, _ in named], jacobian.split([count for _, count in named], dim=1)))
+    linear = torch.cat([columns["5.weight"], columns["5.bias"]], dim=1)                  # exact, factored
+    explicit = torch.cat([columns[k] for k in ("3.weight", "3.bias",                      # the Jacobian's
+                                               "0.weight", "0.bias", "2.weight", "2.bias")], dim=1)
+    generator = torch.Generator().manual_seed(3)
+    bucket = torch.randint(0, 40, (explicit.shape[1],), generator=generator)
+    sign = torch.randint(0, 2, (explicit.shape[1],), generator=generator).double() * 2 - 1
+    projected_rows = torch.zeros(explicit.shape[0], 40, dtype=torch.float64).index_add_(1, bucket, explicit * sign)
+    expected = linear @ linear.T + projected_rows @ projected_rows.T  # the sketched part's product is float32's
+    np.testing.assert_allclose(sketched, expected.numpy(), rtol=1e-5, atol=1e-6 * np.abs(expected).max().item())
 
 
 def test_the_kernel_of_a_model_in_train_mode_is_its_eval_mode_kernel_and_changes_nothing():
@@ -262,7 +325,7 @@ def test_a_frozen_bias_adds_nothing():
     model = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 2))
     model[0].bias.requires_grad_(False)
     inputs = torch.randn(9, 5)
-    np.testing.assert_allclose(gram_matrix(model, inputs)[0], gram_matrix(model, inputs, factor_linear=False)[0],
+    np.testing.assert_allclose(gram_matrix(model, inputs)[0], gram_matrix(model, inputs, factor_layers=False)[0],
                                rtol=1e-10, atol=1e-14)
     assert gram_matrix(model, inputs)[2] == 5 * 7 + 7 * 2 + 2
 

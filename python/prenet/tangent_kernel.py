@@ -6,8 +6,10 @@ per-output Jacobian rows (n*K x n*K for K outputs). This module computes Theta w
 jacrev), in chunks of samples so that memory stays bounded, and, when the model has more parameters than
 `projection_dim`, on a CountSketch random projection of the Jacobian rows (an unbiased estimate of every inner
 product, Weinberger et al. 2009 / Charikar et al. 2002), which never holds a full P-wide Jacobian. Linear
-layers' shares are factored from their inputs and output sensitivities instead (prenet.linear_layer_kernel: exact,
-and cheaper by the ratio of a layer's weights to its width), so only the other parameters need a Jacobian.
+layers' and convolutions' rows come from their inputs and output sensitivities instead
+(prenet.layer_sensitivities: exact; a linear layer's share is factored, prenet.linear_layer_kernel, at a cost set
+by its width, a convolution's rows are its per-sample weight gradients, prenet.conv_layer_gradients), so only the
+other parameters need a Jacobian.
 
 Nested subsets (the first m of the sample) are blocks of the same kernel, used to extrapolate to the full data set;
 eigen-decompositions (for the closed-form MSE curve) are computed on demand.
@@ -23,6 +25,11 @@ from .model_state import in_mode
 DEFAULT_PROJECTION_DIM = 16384
 # Memory for one chunk of Jacobian rows (samples x outputs x parameters, float64).
 CHUNK_BYTES = 256 * 2 ** 20
+# Rows sketched at once: the sparse product is 2-3x faster on a hundred rows than on thousands (CPU, torch 1.13).
+SKETCH_ROWS = 128
+# Samples whose convolution gradient rows are made at once: blocks under glibc's 32 MB mmap threshold are reused,
+# not faulted in afresh for every block (measured on the CPU, torch 1.13).
+CONV_SAMPLES = 8
 
 
 def _functional():
@@ -134,32 +141,50 @@ def jacobian_chunks(model, inputs, dtype=None, progress=False, parameters=None):
         yield torch.cat([block[k].reshape(block[k].shape[0], outputs, -1) for k in params], dim=2)
 
 
-def count_sketch(parameters, columns, seed=0, dtype=None):
-    """CountSketch (Charikar et al. 2002) as a sparse (columns x parameters) matrix with one +-1 per column:
-    parameter p adds sign[p] * J[:, p] to column bucket[p], keeping inner products in expectation."""
-    import torch
+class CountSketch:
+    """CountSketch (Charikar et al. 2002) of `parameters` columns into `columns`: parameter p adds sign[p] * J[:, p]
+    to column bucket[p], keeping inner products in expectation."""
 
-    generator = torch.Generator().manual_seed(seed)
-    bucket = torch.randint(0, columns, (parameters,), generator=generator)
-    sign = torch.randint(0, 2, (parameters,), generator=generator).to(dtype or torch.float64) * 2 - 1
-    return torch.sparse_coo_tensor(torch.stack([bucket, torch.arange(parameters)]), sign, (columns, parameters))
+    def __init__(self, parameters, columns, seed=0, dtype=None):
+        import torch
+
+        generator = torch.Generator().manual_seed(seed)
+        self.columns = columns
+        self.bucket = torch.randint(0, columns, (parameters,), generator=generator)
+        self.sign = torch.randint(0, 2, (parameters,), generator=generator).to(dtype or torch.float64) * 2 - 1
+
+    def matrix(self, first=0, count=None):
+        """The sketch of parameters first .. first + count - 1 as a sparse (columns x count) matrix."""
+        import torch
+
+        count = len(self.bucket) - first if count is None else count
+        index = torch.stack([self.bucket[first:first + count], torch.arange(count)])
+        return torch.sparse_coo_tensor(index, self.sign[first:first + count], (self.columns, count))
+
+    def project(self, rows, first=0):
+        """Rows (r x count) of Jacobian columns for parameters first .. first + count - 1, sketched (r x columns)."""
+        import torch
+
+        # contiguous, so that stacking chunks of rows is a plain copy
+        return torch.sparse.mm(self.matrix(first, rows.shape[1]), rows.T).T.contiguous()
 
 
-def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress=False, factor_linear=True):
+def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress=False, factor_layers=True):
     """(Theta, f0, parameters, projected_dim) for `inputs` (n samples): Theta is the (n*K x n*K) Gram matrix of
     the Jacobian rows of the model's outputs with respect to its trainable parameters, ordered sample-major
-    (row i*K + k is output k of sample i). `factor_linear`: linear layers' shares from their inputs and
-    sensitivities (prenet.linear_layer_kernel; exact, no Jacobian over their weights), the other parameters' from
-    their Jacobian, CountSketch-projected when they number more than `projection_dim`. The model is linearised in
-    eval mode (its own modes restored after)."""
+    (row i*K + k is output k of sample i). `factor_layers`: linear layers' and convolutions' rows from their inputs
+    and sensitivities (prenet.layer_sensitivities; exact, no Jacobian over their weights), the other parameters'
+    from their Jacobian. Rows other than linear layers' are CountSketch-projected when they cover more than
+    `projection_dim` parameters (the Jacobian's first, in named_parameters order, then the convolutions'). The
+    model is linearised in eval mode (its own modes restored after)."""
     with in_mode(model, False):
-        return _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_linear)
+        return _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_layers)
 
 
-def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_linear):
+def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_layers):
     import torch
 
-    from .linear_layer_kernel import linear_layers_gram, qualifying_layers
+    from .layer_sensitivities import qualifying_layers
 
     dtype = dtype or torch.float64
     f0 = model_outputs(model, inputs, dtype)
@@ -169,27 +194,72 @@ def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_li
         raise ValueError(f"projection_dim must be a positive integer or None, not {projection_dim!r}")
     if not n_params:
         raise ValueError("the model has no trainable parameters to linearise")
-    layers = qualifying_layers(model, inputs) if factor_linear else {}
+    layers = qualifying_layers(model, inputs) if factor_layers else {}
     factored = {f"{name}.{p}" for name, layer in layers.items() for p, v in layer.named_parameters()
                 if v.requires_grad}
     rest = {name: v.numel() for name, v in model.named_parameters() if v.requires_grad and name not in factored}
     rest_params = sum(rest.values())
-    project = rest_params > limit
-    theta = None
-    if layers:
-        trainable, frozen = _state(model, dtype)
-        x = inputs.to(dtype) if torch.is_floating_point(inputs) else inputs
-        theta = linear_layers_gram(model, {**trainable, **frozen}, x, layers)
-    if rest:
-        sketch = count_sketch(rest_params, limit, seed, dtype) if project else None
-        rows = []
-        for block in jacobian_chunks(model, inputs, dtype, progress, parameters=set(rest)):
-            flat = block.reshape(-1, rest_params)
-            rows.append(torch.sparse.mm(sketch, flat.T).T if project else flat)
-        rows = torch.cat(rows)
-        explicit = (rows @ rows.T).numpy()
-        theta = explicit if theta is None else theta + explicit
+    conv_params = sum(v.numel() for layer in layers.values() if not isinstance(layer, torch.nn.Linear)
+                      for v in layer.parameters() if v.requires_grad)
+    project = rest_params + conv_params > limit
+    sketch = CountSketch(rest_params + conv_params, limit, seed, dtype) if project else None
+    # Jacobian rows of the parameters not factored exactly: the Jacobian's (columns from 0), then the convolutions'
+    # (columns from rest_params), side by side, or summed into the sketch's buckets
+    explicit = torch.zeros(f0.size, limit if project else rest_params + conv_params, dtype=dtype)
+
+    def place(first_row, block, first_column):
+        if not project:
+            explicit[first_row:first_row + block.shape[0], first_column:first_column + block.shape[1]] = block
+            return
+        for start in range(0, block.shape[0], SKETCH_ROWS):
+            piece = block[start:start + SKETCH_ROWS]
+            explicit[first_row + start:first_row + start + len(piece)] += sketch.project(piece, first_column)
+
+    first_row = 0
+    for block in (jacobian_chunks(model, inputs, dtype, progress, parameters=set(rest)) if rest else ()):
+        place(first_row, block.reshape(-1, rest_params), 0)
+        first_row += block.shape[0] * block.shape[1]
+    theta = _factored_layers(model, inputs, dtype, layers, place, rest_params) if layers else None
+    if rest_params + conv_params:
+        if project:  # a sketch's estimate is ~1e-2 off: float32's rounding (~1e-7) adds nothing, in half the time
+            explicit = explicit.float()
+        gram = (explicit @ explicit.T).to(dtype).numpy()
+        theta = gram if theta is None else theta + gram
     return theta, f0, n_params, (limit if project else None)
+
+
+def _factored_layers(model, inputs, dtype, layers, place, first_conv_column):
+    """The linear layers' kernel share (None without any), from their inputs and sensitivities; the convolutions'
+    gradient rows, from theirs, given to `place(first row, rows, first column)` a few samples at a time, their
+    columns from `first_conv_column` on."""
+    import torch
+
+    from .conv_layer_gradients import conv_gradient_rows
+    from .layer_sensitivities import sensitivity_chunks
+    from .linear_layer_kernel import linear_layers_gram
+
+    trainable, frozen = _state(model, dtype)
+    x = inputs.to(dtype) if torch.is_floating_point(inputs) else inputs
+    linear = {name: layer for name, layer in layers.items() if isinstance(layer, torch.nn.Linear)}
+    convs = {name: layer for name, layer in layers.items() if name not in linear}
+    linear_inputs, linear_sensitivities = {name: [] for name in linear}, {name: [] for name in linear}
+    first_sample = 0
+    for layer_inputs, sensitivities in sensitivity_chunks(model, {**trainable, **frozen}, x, layers, CHUNK_BYTES):
+        for name in linear:
+            linear_inputs[name].append(layer_inputs[name])
+            linear_sensitivities[name].append(sensitivities[name])
+        samples = len(next(iter(sensitivities.values())))
+        for start in range(0, samples if convs else 0, CONV_SAMPLES):
+            part, column = slice(start, start + CONV_SAMPLES), first_conv_column
+            for name, layer in convs.items():
+                rows = conv_gradient_rows(layer, layer_inputs[name][part], sensitivities[name][part])
+                place((first_sample + start) * rows.shape[1], rows.reshape(-1, rows.shape[2]), column)
+                column += rows.shape[2]
+        first_sample += samples
+    if not linear:
+        return None
+    return linear_layers_gram(linear, {k: torch.cat(v) for k, v in linear_inputs.items()},
+                              {k: torch.cat(v) for k, v in linear_sensitivities.items()})
 
 
 def tangent_kernel(model, inputs, projection_dim=None, seed=0, dtype=None, progress=False):

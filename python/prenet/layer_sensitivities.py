@@ -1,0 +1,96 @@
+"""Layers whose tangent-kernel share is built from their inputs and output sensitivities, and those sensitivities.
+
+For a layer z = layer(a; W), the derivative of the model's output k for sample i with respect to W depends only on
+the layer's input a_i and its sensitivity d_ik = df_k/dz (at sample i): an outer product for a linear layer
+(prenet.linear_layer_kernel), a sum of outer products over output positions for a convolution
+(prenet.conv_layer_gradients). So such a layer's Jacobian rows never need a Jacobian over its weights.
+
+The sensitivities are the Jacobian of the outputs with respect to a zero added to each layer's output (functorch's
+vmap of jacrev, as for parameters). A layer qualifies when it is one of FACTORED_KINDS with a trainable weight, run
+once per forward pass on a batched input; any other parameter is left to the explicit Jacobian
+(prenet.tangent_kernel).
+"""
+
+
+def _factored_kinds():
+    """{module class: dimensions of its batched input} of the kinds whose share is factored."""
+    import torch
+
+    return {torch.nn.Linear: 2, torch.nn.Conv1d: 3, torch.nn.Conv2d: 4}
+
+
+def _qualifies(module):
+    """Whether the module's kind is factored and its form is one prenet.conv_layer_gradients unfolds."""
+    if type(module) not in _factored_kinds() or not module.weight.requires_grad:
+        return False
+    return not hasattr(module, "padding_mode") or (module.padding_mode == "zeros" and
+                                                    isinstance(module.padding, tuple))
+
+
+def qualifying_layers(model, inputs):
+    """{name: module} of the layers whose kernel share can be factored (see the module's description), found by
+    running the model once on two samples."""
+    import torch
+
+    kinds = _factored_kinds()
+    calls, dims = {}, {}
+    hooks = []
+    for name, module in model.named_modules():
+        if _qualifies(module):
+            def record(module, args, output, name=name):
+                calls[name] = calls.get(name, 0) + 1
+                dims[name] = args[0].dim() if args and isinstance(args[0], torch.Tensor) else -1
+            hooks.append(module.register_forward_hook(record))
+    try:
+        with torch.no_grad():
+            model(inputs[:2])
+    finally:
+        for hook in hooks:
+            hook.remove()
+    modules = dict(model.named_modules())
+    return {name: modules[name] for name in calls if calls[name] == 1 and dims[name] == kinds[type(modules[name])]}
+
+
+def sensitivity_chunks(model, state, inputs, layers, chunk_bytes):
+    """Yields ({name: the layer's input}, {name: its sensitivities (samples, K, *the layer's output shape)}) of
+    `layers` for successive chunks of `inputs`, each chunk's sensitivities at most about `chunk_bytes`; `state`: the
+    model's parameters and buffers as functional_call takes them."""
+    import torch
+
+    from .tangent_kernel import _functional
+
+    functional_call, vmap, jacrev = _functional()
+    names = list(layers)
+    seen, perturbation = {}, {}
+
+    def hook(name):
+        def add(module, args, output):
+            seen[name] = (args[0], output.shape[1:])
+            return output + perturbation[name] if name in perturbation else output
+        return add
+
+    hooks = [layers[name].register_forward_hook(hook(name)) for name in names]
+    try:
+        with torch.no_grad():
+            outputs = functional_call(model, state, (inputs[:1],)).shape[-1]
+        zeros = tuple(torch.zeros(seen[name][1], dtype=seen[name][0].dtype) for name in names)
+        per_sample = outputs * sum(z.numel() for z in zeros) * zeros[0].element_size()
+        chunk = max(1, chunk_bytes // per_sample)
+
+        def single(added, x):
+            perturbation.update(zip(names, added))
+            try:
+                return functional_call(model, state, (x.unsqueeze(0),)).squeeze(0)
+            finally:
+                perturbation.clear()
+
+        sensitivity = vmap(jacrev(single), in_dims=(None, 0))
+        for start in range(0, len(inputs), chunk):
+            part = inputs[start:start + chunk]
+            with torch.no_grad():
+                functional_call(model, state, (part,))
+            layer_inputs = {name: seen[name][0].detach() for name in names}
+            yield layer_inputs, dict(zip(names, sensitivity(zeros, part)))
+    finally:
+        for handle in hooks:
+            handle.remove()

@@ -201,7 +201,7 @@ def main():
 
 
 def write(rows, initial, kernel, out, args, all_data):
-    hidden, lrs, name = args.hidden, args.lrs, network(args.model, args.hidden)[1]
+    hidden, lrs, network_name = args.hidden, args.lrs, network(args.model, args.hidden)[1]
     default = inspect.signature(prenet.predict_steps).parameters["extrapolate"].default
     methods = [("predicted", f"predict_steps (extrapolate={default})"),
                ("linearised", "linearised, all data"), ("baseline", f"exp. fit, first {BASELINE_STEPS} steps")]
@@ -211,7 +211,7 @@ def write(rows, initial, kernel, out, args, all_data):
         f" --hidden {hidden}" if hidden != 64 else "") + (
         f" --lrs {' '.join(map(str, lrs))}" if tuple(lrs) != GRID["lr"] else "")
     command = "python bench/validate_steps.py" + (f"{options} --out {out}" if options else "")
-    lines = [f"# predict_steps on the CPU: digits {name} fine-tuning "
+    lines = [f"# predict_steps on the CPU: digits {network_name} fine-tuning "
              f"({len(rows) // len(FRACTIONS)} configurations x {len(FRACTIONS)} targets)", "",
              f"Regenerate: `{command}`. Set-up in the script's docstring. Initial training loss "
              f"{initial:.4f} (targets {', '.join(f'{f:.0%}' for f in FRACTIONS)} of it); cap {CAP} steps; "
@@ -268,12 +268,12 @@ def write(rows, initial, kernel, out, args, all_data):
               f"{show(r['baseline'])} |" for r in rows]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
-    plot(rows, out.with_suffix(".png"), name)
+    plot(rows, out.with_suffix(".png"), network_name)
     print("\n".join(lines[:16]))
     print(f"written {out} and {out.with_suffix('.png')}")
 
 
-def plot(rows, path, name):
+def plot(rows, path, network_name):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -290,7 +290,7 @@ def plot(rows, path, name):
     ax.set_yscale("log")
     ax.set_xlabel("actual steps")
     ax.set_ylabel("predicted steps")
-    ax.set_title(f"Steps to 50/20/10% of the initial loss\n(digits {name})")
+    ax.set_title(f"Steps to 50/20/10% of the initial loss\n(digits {network_name})")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -31,7 +31,7 @@ def conv_gradient_rows(module, layer_input, sensitivity):
     patches = torch.nn.functional.unfold(x, kernel, dilation=dilation, padding=padding, stride=stride)
     patches = patches.reshape(samples, groups, -1, patches.shape[-1])            # (samples, g, in/g * kernel, P)
     d = d.reshape(samples, outputs, groups, channels // groups, -1)              # (samples, K, g, out/g, P)
-    rows = [torch.einsum("skgop,sgip->skgoi", d, patches).reshape(samples, outputs, -1)]
-    if module.bias is not None and module.bias.requires_grad:
-        rows.append(d.sum(-1).reshape(samples, outputs, channels))
-    return torch.cat(rows, dim=2)
+    weight = torch.einsum("skgop,sgip->skgoi", d, patches).reshape(samples, outputs, -1)
+    if module.bias is None or not module.bias.requires_grad:
+        return weight
+    return torch.cat([weight, d.sum(-1).reshape(samples, outputs, channels)], dim=2)

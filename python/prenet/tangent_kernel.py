@@ -27,9 +27,9 @@ DEFAULT_PROJECTION_DIM = 16384
 CHUNK_BYTES = 256 * 2 ** 20
 # Rows sketched at once: the sparse product is 2-3x faster on a hundred rows than on thousands (CPU, torch 1.13).
 SKETCH_ROWS = 128
-# Samples whose convolution gradient rows are made at once: blocks under glibc's 32 MB mmap threshold are reused,
-# not faulted in afresh for every block (measured on the CPU, torch 1.13).
-CONV_SAMPLES = 8
+# Bytes of convolution gradient rows made at once (one sample's at least): blocks under glibc's 32 MB mmap
+# threshold are reused, not faulted in afresh for every block (measured on the CPU, torch 1.13).
+CONV_BLOCK_BYTES = 16 * 2 ** 20
 
 
 def _functional():
@@ -249,12 +249,15 @@ def _factored_layers(model, inputs, dtype, layers, place, first_conv_column):
             linear_inputs[name].append(layer_inputs[name])
             linear_sensitivities[name].append(sensitivities[name])
         samples = len(next(iter(sensitivities.values())))
-        for start in range(0, samples if convs else 0, CONV_SAMPLES):
-            part, column = slice(start, start + CONV_SAMPLES), first_conv_column
-            for name, layer in convs.items():
+        column = first_conv_column
+        for name, layer in convs.items():
+            row_bytes = sensitivities[name].shape[1] * layer.weight.numel() * sensitivities[name].element_size()
+            block = max(1, CONV_BLOCK_BYTES // row_bytes)
+            for start in range(0, samples, block):
+                part = slice(start, start + block)
                 rows = conv_gradient_rows(layer, layer_inputs[name][part], sensitivities[name][part])
                 place((first_sample + start) * rows.shape[1], rows.reshape(-1, rows.shape[2]), column)
-                column += rows.shape[2]
+            column += rows.shape[2]
         first_sample += samples
     if not linear:
         return None

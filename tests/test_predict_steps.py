@@ -279,6 +279,16 @@ def test_convolutions_rows_from_their_sensitivities_give_the_exact_kernel(build,
     np.testing.assert_array_equal(f0, f0_explicit)
 
 
+def test_the_kernel_shows_its_progress_when_asked(capsys):
+    torch.manual_seed(0)
+    model = small_cnn(kernel_size=3, padding=1).eval()
+    inputs = torch.randn(6, 2, 7, 6)
+    gram_matrix(model, inputs, progress=True)
+    assert "Layer sensitivities and rows" in capsys.readouterr().err
+    gram_matrix(model, inputs)
+    assert capsys.readouterr().err == ""
+
+
 def test_convolution_rows_are_sketched_after_the_jacobians_columns():
     torch.manual_seed(0)
     model = small_cnn(kernel_size=3, padding=1).eval()

@@ -219,7 +219,7 @@ def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_la
     for block in (jacobian_chunks(model, inputs, dtype, progress, parameters=set(rest)) if rest else ()):
         place(first_row, block.reshape(-1, rest_params), 0)
         first_row += block.shape[0] * block.shape[1]
-    theta = _factored_layers(model, inputs, dtype, layers, place, rest_params) if layers else None
+    theta = _factored_layers(model, inputs, dtype, layers, place, rest_params, progress) if layers else None
     if rest_params + conv_params:
         if project:  # a sketch's estimate is ~1e-2 off: float32's rounding (~1e-7) adds nothing, in half the time
             explicit = explicit.float()
@@ -228,11 +228,12 @@ def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_la
     return theta, f0, n_params, (limit if project else None)
 
 
-def _factored_layers(model, inputs, dtype, layers, place, first_conv_column):
+def _factored_layers(model, inputs, dtype, layers, place, first_conv_column, progress):
     """The linear layers' kernel share (None without any), from their inputs and sensitivities; the convolutions'
     gradient rows, from theirs, given to `place(first row, rows, first column)` a few samples at a time, their
-    columns from `first_conv_column` on."""
+    columns from `first_conv_column` on. `progress`: a bar over the samples done."""
     import torch
+    from tqdm.auto import tqdm
 
     from .conv_layer_gradients import conv_gradient_rows
     from .layer_sensitivities import sensitivity_chunks
@@ -244,6 +245,7 @@ def _factored_layers(model, inputs, dtype, layers, place, first_conv_column):
     convs = {name: layer for name, layer in layers.items() if name not in linear}
     linear_inputs, linear_sensitivities = {name: [] for name in linear}, {name: [] for name in linear}
     first_sample = 0
+    bar = tqdm(total=len(x), desc="Layer sensitivities and rows", unit="sample", disable=not progress)
     for layer_inputs, sensitivities in sensitivity_chunks(model, {**trainable, **frozen}, x, layers, CHUNK_BYTES):
         for name in linear:
             linear_inputs[name].append(layer_inputs[name])
@@ -259,6 +261,8 @@ def _factored_layers(model, inputs, dtype, layers, place, first_conv_column):
                 place((first_sample + start) * rows.shape[1], rows.reshape(-1, rows.shape[2]), column)
             column += rows.shape[2]
         first_sample += samples
+        bar.update(samples)
+    bar.close()
     if not linear:
         return None
     return linear_layers_gram(linear, {k: torch.cat(v) for k, v in linear_inputs.items()},

@@ -202,36 +202,37 @@ def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_la
     conv_params = sum(v.numel() for layer in layers.values() if not isinstance(layer, torch.nn.Linear)
                       for v in layer.parameters() if v.requires_grad)
     project = rest_params + conv_params > limit
-    sketch = CountSketch(rest_params + conv_params, limit, seed, dtype) if project else None
+    # a sketch's estimate is ~1e-2 off: float32's rounding (~1e-7) adds nothing to it, at half the memory traffic
+    rows_dtype = torch.float32 if project else dtype
+    sketch = CountSketch(rest_params + conv_params, limit, seed, rows_dtype) if project else None
     # Jacobian rows of the parameters not factored exactly: the Jacobian's (columns from 0), then the convolutions'
     # (columns from rest_params), side by side, or summed into the sketch's buckets
-    explicit = torch.zeros(f0.size, limit if project else rest_params + conv_params, dtype=dtype)
+    explicit = torch.zeros(f0.size, limit if project else rest_params + conv_params, dtype=rows_dtype)
 
     def place(first_row, block, first_column):
         if not project:
             explicit[first_row:first_row + block.shape[0], first_column:first_column + block.shape[1]] = block
             return
         for start in range(0, block.shape[0], SKETCH_ROWS):
-            piece = block[start:start + SKETCH_ROWS]
+            piece = block[start:start + SKETCH_ROWS].to(rows_dtype)
             explicit[first_row + start:first_row + start + len(piece)] += sketch.project(piece, first_column)
 
     first_row = 0
     for block in (jacobian_chunks(model, inputs, dtype, progress, parameters=set(rest)) if rest else ()):
         place(first_row, block.reshape(-1, rest_params), 0)
         first_row += block.shape[0] * block.shape[1]
-    theta = _factored_layers(model, inputs, dtype, layers, place, rest_params, progress) if layers else None
+    theta = (_factored_layers(model, inputs, dtype, layers, place, rest_params, rows_dtype, progress) if layers
+             else None)
     if rest_params + conv_params:
-        if project:  # a sketch's estimate is ~1e-2 off: float32's rounding (~1e-7) adds nothing, in half the time
-            explicit = explicit.float()
         gram = (explicit @ explicit.T).to(dtype).numpy()
         theta = gram if theta is None else theta + gram
     return theta, f0, n_params, (limit if project else None)
 
 
-def _factored_layers(model, inputs, dtype, layers, place, first_conv_column, progress):
+def _factored_layers(model, inputs, dtype, layers, place, first_conv_column, rows_dtype, progress):
     """The linear layers' kernel share (None without any), from their inputs and sensitivities; the convolutions'
-    gradient rows, from theirs, given to `place(first row, rows, first column)` a few samples at a time, their
-    columns from `first_conv_column` on. `progress`: a bar over the samples done."""
+    gradient rows, from theirs, made in `rows_dtype` and given to `place(first row, rows, first column)` a few
+    samples at a time, their columns from `first_conv_column` on. `progress`: a bar over the samples done."""
     import torch
     from tqdm.auto import tqdm
 
@@ -244,7 +245,7 @@ def _factored_layers(model, inputs, dtype, layers, place, first_conv_column, pro
     linear = {name: layer for name, layer in layers.items() if isinstance(layer, torch.nn.Linear)}
     convs = {name: layer for name, layer in layers.items() if name not in linear}
     linear_inputs, linear_sensitivities = {name: [] for name in linear}, {name: [] for name in linear}
-    first_sample = 0
+    first_sample, explicit_itemsize = 0, torch.empty(0, dtype=rows_dtype).element_size()
     bar = tqdm(total=len(x), desc="Layer sensitivities and rows", unit="sample", disable=not progress)
     for layer_inputs, sensitivities in sensitivity_chunks(model, {**trainable, **frozen}, x, layers, CHUNK_BYTES):
         for name in linear:
@@ -253,11 +254,12 @@ def _factored_layers(model, inputs, dtype, layers, place, first_conv_column, pro
         samples = len(next(iter(sensitivities.values())))
         column = first_conv_column
         for name, layer in convs.items():
-            row_bytes = sensitivities[name].shape[1] * layer.weight.numel() * sensitivities[name].element_size()
+            row_bytes = sensitivities[name].shape[1] * layer.weight.numel() * explicit_itemsize
             block = max(1, CONV_BLOCK_BYTES // row_bytes)
             for start in range(0, samples, block):
                 part = slice(start, start + block)
-                rows = conv_gradient_rows(layer, layer_inputs[name][part], sensitivities[name][part])
+                rows = conv_gradient_rows(layer, layer_inputs[name][part].to(rows_dtype),
+                                          sensitivities[name][part].to(rows_dtype))
                 place((first_sample + start) * rows.shape[1], rows.reshape(-1, rows.shape[2]), column)
             column += rows.shape[2]
         first_sample += samples

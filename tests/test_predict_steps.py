@@ -434,3 +434,56 @@ def test_a_reused_kernel_keeps_the_whole_sets_initial_loss():
                                  kernel=first.kernel)
     assert CountingDataset.reads == 32                # the subset only, to check the kernel against the model
     assert again.initial_loss == first.initial_loss
+
+
+TRAINING_FILES = '''import torch
+
+
+def build():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))
+
+
+def data():
+    generator = torch.Generator().manual_seed(1)
+    return torch.randn(40, 5, generator=generator), torch.randint(0, 3, (40,), generator=generator)
+'''
+
+
+def test_the_command_line_gives_the_training_time_of_a_users_model_and_data(run_prenet, tmp_path, monkeypatch):
+    import json
+    import math
+    import sys
+
+    (tmp_path / "user_training.py").write_text(TRAINING_FILES)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import user_training
+
+    common = ["user_training.py:build", "--data", "user_training:data", "--gpu", "A100", "--batch", "8", "--json"]
+    by_epochs = run_prenet("training", *common, "--epochs", "2")
+    assert by_epochs.returncode == 0, by_epochs.stderr
+    given = json.loads(by_epochs.stdout)
+    expected = prenet.predict_training(user_training.build(), user_training.data(), gpu="A100", batch=8, epochs=2)
+    assert given["steps_from"] == "epochs" and given["steps"] == 2 * math.ceil(40 / 8) == expected.steps
+    assert given["total_seconds"] == pytest.approx(expected.total_seconds, rel=1e-9)
+    assert given["total_seconds"] == pytest.approx(2 * given["epoch_seconds"], rel=1e-9)
+
+    by_loss = run_prenet("training", *common, "--target-loss", "0.8", "--lr", "0.5", "--subset", "32",
+                         "--no-progress")
+    assert by_loss.returncode == 0, by_loss.stderr
+    predicted = json.loads(by_loss.stdout)
+    expected = prenet.predict_training(user_training.build(), user_training.data(), gpu="A100", batch=8, lr=0.5,
+                                       target_loss=0.8, subset=32)
+    assert predicted["steps_from"] == "predict_steps" and predicted["steps"] == expected.steps
+    assert predicted["target_loss"] == 0.8 and predicted["initial_loss"] > 0.8
+    assert predicted["total_seconds"] == pytest.approx(expected.total_seconds, rel=1e-9)
+    sys.modules.pop("user_training")
+
+    text = run_prenet("training", *common[:-1], "--epochs", "1")
+    assert text.returncode == 0 and "prenet training time:" in text.stdout and "5 steps (given" in text.stdout
+
+    no_data = run_prenet("training", "user_training.py:build", "--data", "nodata", "--epochs", "1")
+    assert no_data.returncode == 2 and "data spec 'nodata' must look like 'package.module:factory'" in no_data.stderr
+    both = run_prenet("training", *common, "--epochs", "1", "--target-loss", "0.5")
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr

@@ -90,6 +90,31 @@ def _predict(args):
         print(top.to_string(index=False))
 
 
+def _training(args):
+    from .models import build_dataset, build_model
+    from .training_time import predict_training
+
+    model, _ = build_model(args.model)
+    steps_options = {} if args.epochs is not None else dict(loss=args.loss, subset=args.subset,
+                                                            progress=not args.no_progress)
+    result = predict_training(model, build_dataset(args.data), gpu=args.gpu, batch=args.batch, lr=args.lr,
+                              momentum=args.momentum, epochs=args.epochs, target_loss=args.target_loss,
+                              price_per_hour=args.price, precision=args.precision, optimizer=args.optimizer,
+                              **steps_options)
+    if not args.json:
+        print(repr(result))
+        return
+    steps = result.steps_prediction
+    print(json.dumps({"model": args.model, "gpu": result.gpu, "batch": result.batch,
+                      "dataset_size": result.dataset_size, "steps": result.steps, "epochs": result.epochs,
+                      "total_seconds": result.total_seconds, "step_seconds": result.estimate.step_seconds,
+                      "epoch_seconds": result.estimate.epoch_seconds, "cost": result.cost,
+                      "price_per_hour": result.price_per_hour,
+                      "steps_from": "epochs" if steps is None else "predict_steps",
+                      "initial_loss": None if steps is None else steps.initial_loss,
+                      "target_loss": None if steps is None else steps.target_loss}))
+
+
 def _measure(args):
     from .measure import measure
 
@@ -219,6 +244,29 @@ def parser():
     e.add_argument("--top", type=int, default=15, help="layers to list (default 15)")
     e.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     e.set_defaults(run=_predict)
+    t = sub.add_parser("training", help="predicted total training time and cost: steps (given as epochs, or "
+                       "predicted for a target loss from the model's tangent kernel) x the predicted step time")
+    t.add_argument("model", help="torchvision:NAME, package.module:factory or path/to/file.py:factory (its weights "
+                   "as the factory leaves them: pre-trained for fine-tuning)")
+    t.add_argument("--data", required=True, help="package.module:factory or path/to/file.py:factory returning "
+                   "the training data: (inputs, targets) or a torch Dataset of (input, target) pairs")
+    t.add_argument("--gpu", default="V100", help="GPU name, alias or torch device name, or 'cpu' (default V100)")
+    t.add_argument("--batch", type=int, default=32)
+    goal = t.add_mutually_exclusive_group(required=True)
+    goal.add_argument("--epochs", type=float, help="train this many epochs")
+    goal.add_argument("--target-loss", type=float, help="train until the training loss reaches this (SGD)")
+    t.add_argument("--lr", type=float, default=0.01, help="SGD's learning rate (with --target-loss; default 0.01)")
+    t.add_argument("--momentum", type=float, default=0.0, help="SGD's momentum (default 0)")
+    t.add_argument("--loss", default="cross_entropy", help="cross_entropy or mse (with --target-loss)")
+    t.add_argument("--subset", type=int, default=256, help="samples of the tangent kernel (with --target-loss; "
+                   "default 256)")
+    t.add_argument("--optimizer", help="with --epochs: the step's optimizer as predict takes it (default: SGD, "
+                   "with momentum when --momentum > 0)")
+    t.add_argument("--precision", default="fp32", help="as for predict (default fp32)")
+    t.add_argument("--price", type=float, help="USD per hour (default: the catalog's price for the GPU, if any)")
+    t.add_argument("--json", action="store_true", help="print one JSON object")
+    t.add_argument("--no-progress", action="store_true", help="no progress bars (on stderr)")
+    t.set_defaults(run=_training)
     m = sub.add_parser("measure", help="measured training epoch of a model (../shared/PROTOCOL.md)")
     m.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default cuda)")
     _training_run_arguments(m)

@@ -1,6 +1,6 @@
 """Models named on the command line: "torchvision:resnet50", "prenet:bert_base" / "prenet:gpt2" (the
 plain-PyTorch reference models, fed token ids), "package.module:factory" (importable from the working directory,
-as `python -m` imports) or "path/to/file.py:factory"."""
+as `python -m` imports) or "path/to/file.py:factory"; and training data, by the last two forms."""
 import contextlib
 import difflib
 import importlib
@@ -59,11 +59,24 @@ def build_model(spec, input_shape=None):
             hint = f"closest: {', '.join(closest)}; " if closest else ""
             raise ValueError(f"torchvision has no model '{name}'; {hint}available: {', '.join(known)}")
         return getattr(tvm, name)(weights=None), {"input_shape": input_shape or TORCHVISION_INPUT_SHAPE}
-    module = _user_module(source, spec)
-    factory = getattr(module, name, None)
+    return _call_factory(source, name, spec), {"input_shape": input_shape}
+
+
+def build_dataset(spec):
+    """The training data a "package.module:factory" or "path/to/file.py:factory" spec's factory returns: an
+    (inputs, targets) pair or a torch Dataset of (input, target) pairs, as prenet.predict_steps takes it."""
+    if ":" not in spec:
+        raise ValueError(f"data spec '{spec}' must look like 'package.module:factory' or 'path/to/file.py:factory' "
+                         "(a function returning (inputs, targets) or a torch Dataset)")
+    source, name = spec.split(":", 1)
+    return _call_factory(source, name, spec)
+
+
+def _call_factory(source, name, spec):
+    factory = getattr(_user_module(source, spec), name, None)
     if factory is None:
         raise ValueError(f"module '{source}' has no attribute '{name}'")
-    return factory(), {"input_shape": input_shape}
+    return factory()
 
 
 @contextlib.contextmanager

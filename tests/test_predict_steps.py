@@ -480,6 +480,11 @@ def test_the_command_line_gives_the_training_time_of_a_users_model_and_data(run_
     assert predicted["total_seconds"] == pytest.approx(expected.total_seconds, rel=1e-9)
     sys.modules.pop("user_training")
 
+    capped = run_prenet("training", *common, "--target-loss", "0.01", "--lr", "0.5", "--subset", "32",
+                        "--max-steps", "3", "--no-progress")
+    assert capped.returncode == 0, capped.stderr
+    assert json.loads(capped.stdout)["steps"] is None and json.loads(capped.stdout)["total_seconds"] is None
+
     text = run_prenet("training", *common[:-1], "--epochs", "1")
     assert text.returncode == 0 and "prenet training time:" in text.stdout and "5 steps (given" in text.stdout
 

@@ -96,7 +96,7 @@ def _training(args):
 
     model, _ = build_model(args.model)
     steps_options = {} if args.epochs is not None else dict(loss=args.loss, subset=args.subset,
-                                                            progress=not args.no_progress)
+                                                            max_steps=args.max_steps, progress=not args.no_progress)
     result = predict_training(model, build_dataset(args.data), gpu=args.gpu, batch=args.batch, lr=args.lr,
                               momentum=args.momentum, epochs=args.epochs, target_loss=args.target_loss,
                               price_per_hour=args.price, precision=args.precision, optimizer=args.optimizer,
@@ -260,6 +260,8 @@ def parser():
     t.add_argument("--loss", default="cross_entropy", help="cross_entropy or mse (with --target-loss)")
     t.add_argument("--subset", type=int, default=256, help="samples of the tangent kernel (with --target-loss; "
                    "default 256)")
+    t.add_argument("--max-steps", type=int, default=10000, help="with --target-loss: steps simulated before "
+                   "saying the target is not reached (default 10000)")
     t.add_argument("--optimizer", help="with --epochs: the step's optimizer as predict takes it (default: SGD, "
                    "with momentum when --momentum > 0)")
     t.add_argument("--precision", default="fp32", help="as for predict (default fp32)")

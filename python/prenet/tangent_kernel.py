@@ -152,14 +152,18 @@ class CountSketch:
         self.columns = columns
         self.bucket = torch.randint(0, columns, (parameters,), generator=generator)
         self.sign = torch.randint(0, 2, (parameters,), generator=generator).to(dtype or torch.float64) * 2 - 1
+        self._last = (None, None)  # the last matrix made: rows are projected a block at a time over one range
 
     def matrix(self, first=0, count=None):
         """The sketch of parameters first .. first + count - 1 as a sparse (columns x count) matrix."""
         import torch
 
         count = len(self.bucket) - first if count is None else count
-        index = torch.stack([self.bucket[first:first + count], torch.arange(count)])
-        return torch.sparse_coo_tensor(index, self.sign[first:first + count], (self.columns, count))
+        if self._last[0] != (first, count):
+            index = torch.stack([self.bucket[first:first + count], torch.arange(count)])
+            self._last = ((first, count),
+                          torch.sparse_coo_tensor(index, self.sign[first:first + count], (self.columns, count)))
+        return self._last[1]
 
     def project(self, rows, first=0):
         """Rows (r x count) of Jacobian columns for parameters first .. first + count - 1, sketched (r x columns)."""

@@ -12,8 +12,9 @@ Columns: `predicted` (predict_steps with its defaults: subset 256, 4 sampled run
 nested subsets by each form of prenet.training_steps.EXTRAPOLATIONS, `linearised, all data` (the linearised
 model trained for real on all samples: what the method would give with an unlimited subset), `exp. fit`
 (c + a exp(-b t) fitted to the first BASELINE_STEPS steps of the real curve). Errors are |predicted - actual| /
-actual; a prediction that never reaches a target the real run reaches counts at the cap. The linearised model on all data needs its explicit Jacobian (samples x
-outputs x parameters); above JACOBIAN_LIMIT entries (a wide MLP) that column is left out.
+actual; a prediction that never reaches a target the real run reaches counts at the cap. The linearised model on
+all data needs its explicit Jacobian (samples x outputs x parameters); above JACOBIAN_LIMIT entries (a wide MLP)
+that column is left out.
 Usage: python bench/validate_steps.py [--model mlp|cnn] [--hidden 64] [--lrs 0.01 0.05 0.2]
                                        [--out bench/results/steps_validation.md]
 """
@@ -48,16 +49,24 @@ def digits():
     return torch.tensor(data.data / 16.0, dtype=torch.float32), torch.tensor(data.target)
 
 
+def network_name(kind, hidden):
+    if kind == "mlp":
+        return f"MLP 64-{hidden}-{hidden}-10"
+    return f"CNN conv 1-{hidden}-{2 * hidden}-pool-{2 * hidden}, linear {2 * hidden * 16}-10"
+
+
 def network(kind, hidden):
     """(the MLP 64-hidden-hidden-10 or the CNN with hidden channels (module docstring), its name)."""
     nn = torch.nn
     if kind == "mlp":
-        return (nn.Sequential(nn.Linear(64, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
-                              nn.Linear(hidden, 10)), f"MLP 64-{hidden}-{hidden}-10")
-    return (nn.Sequential(nn.Conv2d(1, hidden, 3, padding=1), nn.Tanh(), nn.Conv2d(hidden, 2 * hidden, 3, padding=1),
-                          nn.Tanh(), nn.MaxPool2d(2), nn.Conv2d(2 * hidden, 2 * hidden, 3, padding=1), nn.Tanh(),
-                          nn.Flatten(), nn.Linear(2 * hidden * 16, 10)),
-            f"CNN conv 1-{hidden}-{2 * hidden}-pool-{2 * hidden}, linear {2 * hidden * 16}-10")
+        model = nn.Sequential(nn.Linear(64, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
+                              nn.Linear(hidden, 10))
+    else:
+        model = nn.Sequential(nn.Conv2d(1, hidden, 3, padding=1), nn.Tanh(),
+                              nn.Conv2d(hidden, 2 * hidden, 3, padding=1), nn.Tanh(), nn.MaxPool2d(2),
+                              nn.Conv2d(2 * hidden, 2 * hidden, 3, padding=1), nn.Tanh(), nn.Flatten(),
+                              nn.Linear(2 * hidden * 16, 10))
+    return model, network_name(kind, hidden)
 
 
 def pretrained(inputs, labels, kind, hidden):
@@ -201,7 +210,7 @@ def main():
 
 
 def write(rows, initial, kernel, out, args, all_data):
-    hidden, lrs, network_name = args.hidden, args.lrs, network(args.model, args.hidden)[1]
+    hidden, lrs, label = args.hidden, args.lrs, network_name(args.model, args.hidden)
     default = inspect.signature(prenet.predict_steps).parameters["extrapolate"].default
     methods = [("predicted", f"predict_steps (extrapolate={default})"),
                ("linearised", "linearised, all data"), ("baseline", f"exp. fit, first {BASELINE_STEPS} steps")]
@@ -211,7 +220,7 @@ def write(rows, initial, kernel, out, args, all_data):
         f" --hidden {hidden}" if hidden != 64 else "") + (
         f" --lrs {' '.join(map(str, lrs))}" if tuple(lrs) != GRID["lr"] else "")
     command = "python bench/validate_steps.py" + (f"{options} --out {out}" if options else "")
-    lines = [f"# predict_steps on the CPU: digits {network_name} fine-tuning "
+    lines = [f"# predict_steps on the CPU: digits {label} fine-tuning "
              f"({len(rows) // len(FRACTIONS)} configurations x {len(FRACTIONS)} targets)", "",
              f"Regenerate: `{command}`. Set-up in the script's docstring. Initial training loss "
              f"{initial:.4f} (targets {', '.join(f'{f:.0%}' for f in FRACTIONS)} of it); cap {CAP} steps; "
@@ -268,12 +277,12 @@ def write(rows, initial, kernel, out, args, all_data):
               f"{show(r['baseline'])} |" for r in rows]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join(lines) + "\n")
-    plot(rows, out.with_suffix(".png"), network_name)
+    plot(rows, out.with_suffix(".png"), label)
     print("\n".join(lines[:16]))
     print(f"written {out} and {out.with_suffix('.png')}")
 
 
-def plot(rows, path, network_name):
+def plot(rows, path, label):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -290,7 +299,7 @@ def plot(rows, path, network_name):
     ax.set_yscale("log")
     ax.set_xlabel("actual steps")
     ax.set_ylabel("predicted steps")
-    ax.set_title(f"Steps to 50/20/10% of the initial loss\n(digits {network_name})")
+    ax.set_title(f"Steps to 50/20/10% of the initial loss\n(digits {label})")
     ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -1,6 +1,8 @@
 """What prenet.predict costs, side by side with one CPU forward pass of the same model at batch 1 (issue 5's
-target: predict on ResNet-50 under a quarter of that forward pass). Medians of REPEATS runs each, after one
-warm-up, on this machine with torch's default threads.
+target: predict on ResNet-50 under a quarter of that forward pass), on this machine with torch's default threads.
+The four things timed (forward pass, predict, and predict's two parts alone) run in turn, REPEATS rounds after a
+warm-up, so that a change in the machine's speed during the run reaches all of them alike; each is the median of
+its rounds, and the ratio is the median of the rounds' own ratios.
 Usage: python bench/predict_cost.py [--out bench/results/predict_cost.md]"""
 import argparse
 import platform
@@ -14,18 +16,21 @@ import prenet
 from prenet import estimate
 from report import write_report
 
-REPEATS = 15
+REPEATS = 21
 CASES = [("resnet50", "V100"), ("resnet50", "H100"), ("resnet18", "V100")]
 
 
-def median_seconds(run):
-    run()
-    times = []
-    for _ in range(REPEATS):
-        started = time.perf_counter()
+def interleaved_seconds(runs):
+    """{name: seconds of each round} for `runs` ({name: function}), run in turn REPEATS times after a warm-up."""
+    for run in runs.values():
         run()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    times = {name: [] for name in runs}
+    for _ in range(REPEATS):
+        for name, run in runs.items():
+            started = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - started)
+    return times
 
 
 def main():
@@ -48,17 +53,19 @@ def main():
             return estimate.trace_steps(model, 32, 1024, (3, 224, 224))
 
         traced = trace()
-        forward_s, predict_s = median_seconds(forward), median_seconds(predict)
-        trace_s = median_seconds(trace)
-        cost_s = median_seconds(lambda: estimate.estimate_traced(traced, 32, gpu, 1024))
+        times = interleaved_seconds({"forward": forward, "predict": predict, "trace": trace,
+                                     "costing": lambda: estimate.estimate_traced(traced, 32, gpu, 1024)})
+        ms = {part: 1e3 * statistics.median(t) for part, t in times.items()}
+        ratio = statistics.median(p / f for p, f in zip(times["predict"], times["forward"]))
         operators = len(next(iter(traced.ops_by_size.values())))
-        rows.append(f"| {name} | {gpu} | {predict().traced} | {operators} | {1e3 * forward_s:.1f} | "
-                    f"{1e3 * predict_s:.1f} | {1e3 * trace_s:.1f} | {1e3 * cost_s:.1f} | {predict_s / forward_s:.2f} |")
+        rows.append(f"| {name} | {gpu} | {predict().traced} | {operators} | {ms['forward']:.1f} | "
+                    f"{ms['predict']:.1f} | {ms['trace']:.1f} | {ms['costing']:.1f} | {ratio:.2f} |")
         print(rows[-1], flush=True)
     text = "\n".join([
         "# What prenet.predict costs against one CPU forward pass at batch 1", "",
         f"`python bench/predict_cost.py` ({time.strftime('%Y-%m-%d')}; torch {torch.__version__}, "
-        f"{torch.get_num_threads()} threads, {platform.machine()}; median of {REPEATS} after a warm-up). predict: "
+        f"{torch.get_num_threads()} threads, {platform.machine()}; {REPEATS} rounds after a warm-up, the four timings "
+        "in turn in each; medians, the ratio the median of the rounds' ratios). predict: "
         "batch 32, 1,024 samples, fp32, SGD. Target: predict below 0.25 forward passes.", "",
         "Of predict: tracing the step (`estimate.trace_steps`) and costing the traced operators on the GPU "
         "(`estimate.estimate_traced`), each timed alone.", "",

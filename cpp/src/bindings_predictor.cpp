@@ -49,11 +49,13 @@ void bind_predictor(py::module_& m) {
              [](const prenet::PredictorBundle& b, const std::string& kind,
                 const std::vector<std::map<std::string, std::int64_t>>& configs, const prenet::GpuCatalog& catalog,
                 const std::string& gpu, const std::string& optimizer, const std::string& precision,
-                const prenet::IssueGaps& issue_gap_ms) {
+                const prenet::IssueGaps& issue_gap_ms, bool with_cuda_core) {
+                 const auto [times, cuda_core] = prenet::estimate_layer_times_with_cuda_core(
+                     b, configure_all(kind, configs), catalog.find(gpu), optimizer, prenet::parse_precision(precision),
+                     issue_gap_ms, with_cuda_core);
                  std::vector<py::dict> rows;
-                 for (const auto& t : prenet::estimate_layer_times(b, configure_all(kind, configs), catalog.find(gpu),
-                                                                   optimizer, prenet::parse_precision(precision),
-                                                                   issue_gap_ms)) {
+                 for (std::size_t i = 0; i < times.size(); ++i) {
+                     const auto& t = times[i];
                      py::dict row;
                      row["forward_ms"] = t.forward_ms;
                      row["backward_ms"] = t.backward_ms;
@@ -61,18 +63,26 @@ void bind_predictor(py::module_& m) {
                      row["forward_basis"] = prenet::to_string(t.forward_basis);
                      row["backward_basis"] = prenet::to_string(t.backward_basis);
                      row["optimizer_basis"] = prenet::to_string(t.optimizer_basis);
+                     if (with_cuda_core) {
+                         row["cuda_core_forward_ms"] = cuda_core[i].forward_ms;
+                         row["cuda_core_backward_ms"] = cuda_core[i].backward_ms;
+                         row["cuda_core_optimizer_ms"] = cuda_core[i].optimizer_ms;
+                     }
                      rows.push_back(row);
                  }
                  return rows;
              },
              py::arg("kind"), py::arg("configs"), py::arg("catalog"), py::arg("gpu"), py::arg("optimizer") = "sgd",
              py::arg("precision") = "fp32", py::arg("issue_gap_ms") = prenet::IssueGaps{},
+             py::arg("with_cuda_core") = false,
              "Forward, backward and optimizer milliseconds per configuration, with how each was obtained "
              "(predicted, kernels, roofline); precision: fp32 (PyTorch's defaults: cuDNN convolutions on TF32 "
              "tensor cores where the GPU has them), fp32_strict, tf32 (matmuls on TF32 tensor cores too), bf16 or fp16 "
              "(kernels on 2-byte tensors); "
              "issue_gap_ms: {kernel kind: host time in every latency learned for it}, taken off each kernel of "
-             "that kind (device time only)")
+             "that kind (device time only); with_cuda_core: also cuda_core_forward_ms, _backward_ms and "
+             "_optimizer_ms, the times on CUDA cores (fp32_strict) of a layer the precision puts on tensor cores "
+             "(else the same times), predicted in the same batch")
         .def("update_ms",
              [](const prenet::PredictorBundle& b, const std::vector<double>& elements, const prenet::GpuCatalog& catalog,
                 const std::string& gpu, const std::string& optimizer, const prenet::IssueGaps& issue_gap_ms) {

@@ -51,18 +51,15 @@ constexpr int kMaxDepth = 8;
 class Planner {
 public:
     Planner(const PredictorBundle& bundle, const GpuSpec& gpu, const std::string& optimizer,
-            std::vector<LayerTime>& out, Precision precision, const IssueGaps& issue_gap_ms)
-        : bundle_(bundle), gpu_(gpu), optimizer_(optimizer), out_(out), precision_(precision),
-          issue_gap_ms_(issue_gap_ms) {}
+            std::vector<LayerTime>& out, const IssueGaps& issue_gap_ms)
+        : bundle_(bundle), gpu_(gpu), optimizer_(optimizer), out_(out), issue_gap_ms_(issue_gap_ms) {}
 
     // A composite kind without a predictor of its own runs its forward_kernels; any other is a leaf, timed in the
     // step's precision: a memory-bound kind as its narrowed configuration, a tensor-core kind on its roofline's
     // share at the precision's rate (prenet/precision.hpp).
-    void forward(const LayerConfig& c, Destination d, int depth = 0) {
-        forward_in(c, d, depth, precision_);
-    }
+    void forward(const LayerConfig& c, Destination d, Precision precision) { forward_in(c, d, 0, precision); }
 
-    void backward(const LayerConfig& c, Destination d, int depth = 0) { backward_in(c, d, depth, precision_); }
+    void backward(const LayerConfig& c, Destination d, Precision precision) { backward_in(c, d, 0, precision); }
 
     void optimizer_step(const LayerConfig& c, Destination d) {
         if (bundle_.has(c.kind().name, "optimizer")) return queue(c, "optimizer", d);
@@ -244,7 +241,6 @@ private:
     const GpuSpec& gpu_;
     const std::string& optimizer_;
     std::vector<LayerTime>& out_;
-    Precision precision_;
     const IssueGaps& issue_gap_ms_;
     // The distinct configurations of one (kind, mode) to predict, and where each one's time goes.
     struct Batch {
@@ -262,16 +258,41 @@ private:
 std::vector<LayerTime> estimate_layer_times(const PredictorBundle& bundle, const std::vector<LayerConfig>& configs,
                                             const GpuSpec& gpu, const std::string& optimizer,
                                             Precision precision, const IssueGaps& issue_gap_ms) {
+    return estimate_layer_times_with_cuda_core(bundle, configs, gpu, optimizer, precision, issue_gap_ms, false).first;
+}
+
+std::pair<std::vector<LayerTime>, std::vector<LayerTime>> estimate_layer_times_with_cuda_core(
+    const PredictorBundle& bundle, const std::vector<LayerConfig>& configs, const GpuSpec& gpu,
+    const std::string& optimizer, Precision precision, const IssueGaps& issue_gap_ms, bool with_cuda_core) {
     find_optimizer(optimizer);  // an unknown name fails before any work
-    std::vector<LayerTime> out(configs.size());
-    Planner planner(bundle, gpu, optimizer, out, precision, issue_gap_ms);
-    for (std::size_t row = 0; row < configs.size(); ++row) {
-        planner.forward(configs[row], {row, kForward, 1.0, TimeBasis::predicted});
-        planner.backward(configs[row], {row, kBackward, 1.0, TimeBasis::predicted});
-        planner.optimizer_step(configs[row], {row, kOptimizer, 1.0, TimeBasis::predicted});
+    const std::size_t n = configs.size();
+    // rows [0, n): in `precision`; rows [n, 2n): on CUDA cores, planned where `precision` puts the layer on
+    // tensor cores
+    std::vector<LayerTime> out(with_cuda_core ? 2 * n : n);
+    std::vector<bool> on_cuda_cores(n, true);
+    Planner planner(bundle, gpu, optimizer, out, issue_gap_ms);
+    const auto plan = [&](const LayerConfig& c, std::size_t row, Precision p) {
+        planner.forward(c, {row, kForward, 1.0, TimeBasis::predicted}, p);
+        planner.backward(c, {row, kBackward, 1.0, TimeBasis::predicted}, p);
+        planner.optimizer_step(c, {row, kOptimizer, 1.0, TimeBasis::predicted});
+    };
+    for (std::size_t row = 0; row < n; ++row) {
+        plan(configs[row], row, precision);
+        if (with_cuda_core && tensor_core_factor(configs[row], gpu, precision) < 1.0) {
+            on_cuda_cores[row] = false;
+            plan(configs[row], n + row, Precision::fp32_strict);
+        }
     }
     planner.flush();
-    return out;
+    std::vector<LayerTime> cuda_core;
+    if (with_cuda_core) {
+        cuda_core.assign(out.begin() + static_cast<std::ptrdiff_t>(n), out.end());
+        out.resize(n);
+        for (std::size_t row = 0; row < n; ++row) {
+            if (on_cuda_cores[row]) cuda_core[row] = out[row];
+        }
+    }
+    return {std::move(out), std::move(cuda_core)};
 }
 
 std::vector<LayerTime> estimate_update_times(const PredictorBundle& bundle, const std::vector<double>& tensor_elements,
@@ -279,7 +300,7 @@ std::vector<LayerTime> estimate_update_times(const PredictorBundle& bundle, cons
                                              const IssueGaps& issue_gap_ms) {
     find_optimizer(optimizer);
     std::vector<LayerTime> out(tensor_elements.size());
-    Planner planner(bundle, gpu, optimizer, out, Precision::fp32, issue_gap_ms);
+    Planner planner(bundle, gpu, optimizer, out, issue_gap_ms);
     for (std::size_t row = 0; row < tensor_elements.size(); ++row) {
         if (tensor_elements[row] > 0) planner.update(tensor_elements[row], {row, kOptimizer, 1.0, TimeBasis::predicted});
     }

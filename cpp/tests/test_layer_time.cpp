@@ -396,6 +396,39 @@ TEST_F(EstimatorTest, CudnnConvolutionsRunOnTf32TensorCoresByDefaultWhereThatIsF
     EXPECT_EQ(prenet::tensor_core_factor(linear, ampere, Precision::fp32), 1.0);
 }
 
+TEST_F(EstimatorTest, TheCudaCoreTimesBesideAnEstimateAreItsStrictFp32Times) {
+    using prenet::Precision;
+    const auto bundle = prenet::PredictorBundle::load(folder_.string());
+    const auto big = find_layer_kind("conv2d").configure({{"batch", 32}, {"in_channels", 256}, {"out_channels", 256},
+                                                          {"kernel_size", 3}, {"padding", 1}, {"height", 28},
+                                                          {"width", 28}});
+    const auto add = find_layer_kind("add").configure({{"batch", 32}, {"features", 1 << 20}});
+    prenet::GpuSpec hopper = gpu_with(&prenet::GpuSpec::tf32_tflops, 1000);
+    hopper.memory_bandwidth_gbs = 10000;
+    ASSERT_LT(prenet::tensor_core_factor(big, hopper, Precision::fp32), 1.0);
+    ASSERT_EQ(prenet::tensor_core_factor(add, hopper, Precision::fp32), 1.0);  // memory-bound: no tensor cores
+    const auto [times, cuda_core] = prenet::estimate_layer_times_with_cuda_core(
+        bundle, {big, add}, hopper, "adam", Precision::fp32, {}, true);
+    const auto alone = prenet::estimate_layer_times(bundle, {big, add}, hopper, "adam", Precision::fp32);
+    const auto strict = prenet::estimate_layer_times(bundle, {big, add}, hopper, "adam", Precision::fp32_strict);
+    ASSERT_EQ(times.size(), 2u);
+    ASSERT_EQ(cuda_core.size(), 2u);
+    for (std::size_t i = 0; i < 2; ++i) {  // planned together, the estimate itself is unchanged
+        EXPECT_DOUBLE_EQ(times[i].forward_ms, alone[i].forward_ms);
+        EXPECT_DOUBLE_EQ(times[i].backward_ms, alone[i].backward_ms);
+        EXPECT_DOUBLE_EQ(times[i].optimizer_ms, alone[i].optimizer_ms);
+    }
+    // on tensor cores: the strict estimate, slower; off them: the estimate itself
+    EXPECT_DOUBLE_EQ(cuda_core[0].forward_ms, strict[0].forward_ms);
+    EXPECT_DOUBLE_EQ(cuda_core[0].backward_ms, strict[0].backward_ms);
+    EXPECT_GT(cuda_core[0].forward_ms, times[0].forward_ms);
+    EXPECT_DOUBLE_EQ(cuda_core[1].forward_ms, times[1].forward_ms);
+    EXPECT_DOUBLE_EQ(cuda_core[1].backward_ms, times[1].backward_ms);
+    // without the request, nothing beside it
+    EXPECT_TRUE(prenet::estimate_layer_times_with_cuda_core(bundle, {big}, hopper, "sgd", Precision::fp32, {}, false)
+                    .second.empty());
+}
+
 TEST_F(EstimatorTest, AnyConvolutionIsTimedAsItsGemmOnTheCoresCudnnWouldUse) {
     using prenet::Precision;
     const auto bundle = prenet::PredictorBundle::load(folder_.string());

@@ -47,7 +47,7 @@ class Estimate:
     tables: object = field(repr=False, compare=False)  # () -> (layers, ops)
     # 80% interval of epoch_seconds (low, high) from the leave-one-device-out errors (prenet.uncertainty) and the
     # launch gap's spread over hosts (prenet.launch_gap), its high side reaching the CUDA-core time of operators on
-    # tensor cores (_tensor_core_spread), and how far the GPU lies from the fitted ones
+    # tensor cores (_device_times), and how far the GPU lies from the fitted ones
     # ({"nearest", "distance", "outside"}); None on the CPU.
     interval_seconds: object = None
     extrapolation: object = None
@@ -177,28 +177,35 @@ def _kind_names():
     return tuple(kind["name"] for kind in core().layer_kinds())
 
 
-def _device_times(ops, native, catalog, device, optimizer, precision, gaps_ms):
-    """Per op: (Work or None, device milliseconds, basis); `gaps_ms`: {kind: the launch gap in the latencies
-    learned for it}, taken off each kernel by its own kind (a composite layer's kernels included).
-    Each distinct configuration is predicted once, for its forward and backward parts together (a model repeats
-    its blocks, and a layer's backward ops have its forward's configuration)."""
+def _device_times(ops, native, catalog, device, optimizer, precision, gaps_ms, with_cuda_core=False):
+    """Per op: (Work or None, device milliseconds, basis, its time on CUDA cores over that time); `gaps_ms`:
+    {kind: the launch gap in the latencies learned for it}, taken off each kernel by its own kind (a composite
+    layer's kernels included). Each distinct configuration is predicted once, for its forward and backward parts
+    together (a model repeats its blocks, and a layer's backward ops have its forward's configuration).
+    `with_cuda_core`: the last is found (else all 1), for the interval's high side. The predictors learned their
+    efficiencies from fp32 CUDA-core kernels only (no data here times a tensor-core kernel), so an op on tensor
+    cores is known only between that efficiency kept at the tensor-core rate (the estimate, prenet/precision.hpp; a
+    convolution's from its implicit GEMM, prenet/layer_time.hpp) and its CUDA-core kernel (the same configuration
+    in fp32_strict, predicted in the same native call): the ratio of the two, at least 1; 1 for an op not on
+    tensor cores, and for a convolution whose CUDA-core kernel the estimate already chose (the faster of the two)."""
     works = [op_costs.work_of(op) for op in ops]
     groups = {}  # (kind, precision) -> {configuration: indices of the ops that run it}
     for index, work in enumerate(works):
         if work is not None:
             group = groups.setdefault((work.kind, _op_precision(work, precision)), {})
             group.setdefault(tuple(work.config.items()), []).append(index)  # one rule builds a kind's keys in one order
-    ms, basis = [0.0] * len(ops), ["view"] * len(ops)
+    ms, basis, spread = [0.0] * len(ops), ["view"] * len(ops), [1.0] * len(ops)
+    options = {"with_cuda_core": True} if with_cuda_core else {}
     for (kind, kernel_precision), by_config in groups.items():
         configs = [works[indices[0]].config for indices in by_config.values()]
         try:
-            times = native.estimate(kind, configs, catalog, device, optimizer, kernel_precision, gaps_ms)
+            times = native.estimate(kind, configs, catalog, device, optimizer, kernel_precision, gaps_ms, **options)
         except ValueError:  # a configuration outside its kind's range: cost its ops by their traffic
             times = []
             for config, indices in zip(configs, by_config.values()):
                 try:
                     times += native.estimate(kind, [config], catalog, device, optimizer, kernel_precision,
-                                             gaps_ms)
+                                             gaps_ms, **options)
                 except ValueError:
                     for i in indices:
                         works[i] = op_costs.traffic(op_costs.moved_bytes(ops[i]) / op_costs.FP32_BYTES)
@@ -213,37 +220,9 @@ def _device_times(ops, native, catalog, device, optimizer, precision, gaps_ms):
                 part = works[i].part
                 ms[i] = works[i].count * t[f"{part}_ms"]
                 basis[i] = works[i].how if works[i].how == "traffic" else t[f"{part}_basis"]
-    return works, ms, basis
-
-
-def _tensor_core_spread(works, ms, native, catalog, device, optimizer, precision, gaps_ms):
-    """Per op, how many times slower it would run on CUDA cores than the estimate `ms` (>= 1; 1 for ops not on
-    tensor cores): its kind and configuration estimated in fp32_strict (the CUDA-core kernel) over the estimate.
-    The predictors learned their efficiencies from fp32 CUDA-core kernels only (no data here times a tensor-core
-    kernel), so a tensor-core op's time is known only between that efficiency kept at the tensor-core rate (the
-    estimate, prenet/precision.hpp; a convolution's from its implicit GEMM, prenet/layer_time.hpp) and the
-    CUDA-core kernel: the interval's high side takes the latter. A convolution whose CUDA-core kernel the
-    estimate already chose (the faster of the two) gets 1."""
-    import numpy as np
-
-    factors = {}
-    on_tensor_cores = {}  # (kind, precision) -> {configuration: indices}
-    for i, work in enumerate(works):
-        if work is None or work.how != "layer" or not ms[i]:
-            continue
-        key = (work.kind, tuple(work.config.items()), _op_precision(work, precision))
-        if key not in factors:
-            factors[key] = core().tensor_core_factor(work.kind, work.config, catalog, device, key[2])
-        if factors[key] < 1.0:
-            on_tensor_cores.setdefault((work.kind, key[2]), {}).setdefault(key[1], []).append(i)
-    spread = np.ones(len(works))
-    for (kind, _), by_config in on_tensor_cores.items():
-        configs = [works[indices[0]].config for indices in by_config.values()]
-        strict = native.estimate(kind, configs, catalog, device, optimizer, "fp32_strict", gaps_ms)
-        for indices, t in zip(by_config.values(), strict):
-            for i in indices:
-                spread[i] = max(1.0, works[i].count * t[f"{works[i].part}_ms"] / ms[i])
-    return spread
+                if with_cuda_core and works[i].how == "layer" and ms[i]:
+                    spread[i] = max(1.0, works[i].count * t[f"cuda_core_{part}_ms"] / ms[i])
+    return works, ms, basis, spread
 
 
 def _owners(ops):
@@ -282,13 +261,13 @@ def _grad_scaler(parameters, native, catalog, device, issue_us, gap_in_kernels):
 class _StepCost:
     """One step's costs, op by op in issue order (the optimizer's update last): host and device milliseconds and
     each op's kind (for the interval's factors); `rows()`: the per-op rows of Estimate.ops; `spread`: per op, the
-    CUDA-core time over the estimate (_tensor_core_spread; None where no interval is stated)."""
+    CUDA-core time over the estimate (_device_times; None where no interval is stated)."""
     host: object
     device: object
     kinds: list
     update_ms: float
     rows: object
-    spread: object = None  # per op (and the update): _tensor_core_spread, for the interval's high side
+    spread: object = None  # per op (and the update): _device_times's, for the interval's high side
     waits_after: int = None  # the host waits for the device after this many entries (fp16's GradScaler)
 
     @property
@@ -307,14 +286,15 @@ def _step(ops, traced, native, catalog, device, optimizer, precision, on_gpu, co
     dispatch; the machine's for ops costed by traffic), and an autograd node in the backward pass; module calls
     are spread over the forward ops. `gap_in_kernels`: the bundle's predictions hold each kind's gap (learned from
     latencies), to be taken off each kernel; `with_spread`: also each op's CUDA-core time over its estimate
-    (_tensor_core_spread)."""
+    (_device_times)."""
     import numpy as np
 
     # a recurrent layer as this device runs it: the CPU's loop of operators, or cuDNN's one call (Op.runs_on)
     ops = [op for op in ops if op.runs_on in ("", "cuda" if on_gpu else "cpu")]
     issue_us = functools.lru_cache(None)(lambda kind: launch_gap.gap_us(device, gaps, kind) if on_gpu else 0.0)
     gaps_ms = {kind: 1e-3 * issue_us(kind) for kind in _kind_names()} if gap_in_kernels else {}
-    works, ms, basis = _device_times(ops, native, catalog, device, OPTIMIZERS[optimizer], precision, gaps_ms)
+    works, ms, basis, spread = _device_times(ops, native, catalog, device, OPTIMIZERS[optimizer], precision, gaps_ms,
+                                             with_cuda_core=with_spread)
     parameters = traced.trainable
     # PyTorch's optimizers default to their multi-tensor (foreach) path when every parameter is on a CUDA device:
     # each of the update's kernels then covers all tensors at once; on the CPU they loop over tensors.
@@ -357,8 +337,7 @@ def _step(ops, traced, native, catalog, device, optimizer, precision, on_gpu, co
         host, device_ms = host_us + [pre_host, update_host_us, post_host], ms + [pre_ms, update_ms, post_ms]
         waits_after = len(ops) + 1
     kinds += ["add"] * (len(device_ms) - len(kinds))
-    spread = (np.append(_tensor_core_spread(works, ms, native, catalog, device, OPTIMIZERS[optimizer], precision,
-                                            gaps_ms), [1.0] * (len(device_ms) - len(ms))) if with_spread else None)
+    spread = np.append(spread, [1.0] * (len(device_ms) - len(ms))) if with_spread else None
     return _StepCost(host=1e-3 * np.array(host), device=np.array(device_ms), kinds=kinds, update_ms=update_ms,
                      rows=rows, spread=spread, waits_after=waits_after)
 

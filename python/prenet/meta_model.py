@@ -185,11 +185,11 @@ MISSING_META_KERNELS = {
 }
 
 
-def run_on_meta(func, args, kwargs):
-    """`func(*args, **kwargs)` on meta tensors, through MISSING_META_KERNELS where the operator is listed (tried
-    first: a failed dispatch costs milliseconds, as PyTorch records a backtrace for every error)."""
-    rule = MISSING_META_KERNELS.get(func)
-    return rule(*args, **kwargs) if rule is not None else func(*args, **kwargs)
+def meta_kernel(func):
+    """What runs the operator `func` on meta tensors: its MISSING_META_KERNELS rule where it has one (tried before
+    PyTorch's own: a failed dispatch costs milliseconds, as PyTorch records a backtrace for every error), else
+    `func` itself."""
+    return MISSING_META_KERNELS.get(func, func)
 
 
 def meta_twin(tensor):

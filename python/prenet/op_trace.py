@@ -88,19 +88,16 @@ def _direct_mode_setter():
 
 def _recorder(meta=False, direct=None):
     """A dispatch mode recording every operator into `.ops`; `meta`: run them on meta tensors
-    (prenet.meta_model.run_on_meta); `direct`: torch 1.13's setter of the C++ dispatch mode (_direct_mode_setter),
+    (prenet.meta_model.meta_kernel); `direct`: torch 1.13's setter of the C++ dispatch mode (_direct_mode_setter),
     used instead of the Python mode stack."""
     from torch import Tensor
     from torch.utils._python_dispatch import TorchDispatchMode
 
     import torch
 
-    from .meta_model import channels_last, run_on_meta
+    from .meta_model import channels_last, meta_kernel
 
     detach = torch.ops.aten.detach.default
-
-    def call(func, args, kwargs):
-        return run_on_meta(func, args, kwargs) if meta else func(*args, **kwargs)
 
     class Recorder(TorchDispatchMode):
         def __init__(self):
@@ -110,6 +107,10 @@ def _recorder(meta=False, direct=None):
             # `runs_on`: stamped on each op (Op.runs_on); `paused`: operators not recorded (a boundary's own)
             self.ops, self.phase, self.modules, self.backward_owner = [], "forward", [], ("", None)
             self.runs_on, self.paused = "", False
+            # id of an operator -> (what runs it, its name, whether it is detach, whether a convolution), found
+            # once per operator: keyed by id, as an operator's own hash is a Python call (an operator object
+            # lives as long as the process, so its id is never reused)
+            self.operators = {}
 
         def __enter__(self):
             if direct is None:
@@ -122,20 +123,26 @@ def _recorder(meta=False, direct=None):
                 return super().__exit__(*exception)
             direct(None)
 
+        def _operator(self, func):
+            name = func.__name__
+            found = self.operators[id(func)] = (meta_kernel(func) if meta else func, name, func is detach,
+                                                name.startswith("convolution"))
+            return found
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
+            run, name, is_detach, is_convolution = self.operators.get(id(func)) or self._operator(func)
             if direct is None:
-                out = call(func, args, kwargs)
+                out = run(*args, **kwargs) if kwargs else run(*args)
             else:
                 direct(None)
                 try:
-                    out = call(func, args, kwargs)
+                    out = run(*args, **kwargs) if kwargs else run(*args)
                 finally:
                     direct(self)
             if self.paused:
                 return out
             module, module_input = self.modules[-1] if self.modules else self.backward_owner
-            if func is detach:  # a view, the most frequent operator by far (autograd hands over each gradient
+            if is_detach:  # a view, the most frequent operator by far (autograd hands over each gradient
                 # through one): recorded without the general walk over arguments and outputs
                 shape, dtype = tuple(out.shape), dtype_names[out.dtype]
                 self.ops.append(Op(self.phase, "detach.default", [shape], [shape], [TENSOR], module, dtype, [dtype],
@@ -154,11 +161,10 @@ def _recorder(meta=False, direct=None):
                 tensors += _tensors(kwargs.values())
             outputs = out if isinstance(out, (tuple, list)) else (out,)
             input_dtypes = [dtype_names[t.dtype] for t in tensors]
-            name = func.__name__
             # a convolution's layout: input and weight (the last two 4-d tensors it reads; its backward reads dY
             # first) both NHWC, at least one of them only NHWC (a 1x1 kernel or a 1x1 plane is either layout)
             nhwc = False
-            if name.startswith("convolution"):
+            if is_convolution:
                 four_d = [t for t in tensors if t.dim() == 4][-2:]
                 nhwc = (len(four_d) == 2 and all(t.is_contiguous(memory_format=torch.channels_last) for t in four_d)
                         and any(channels_last(t) for t in four_d))

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "prenet/gpu_catalog.hpp"
@@ -48,6 +49,14 @@ using IssueGaps = std::map<std::string, double>;
 std::vector<LayerTime> estimate_layer_times(const PredictorBundle& bundle, const std::vector<LayerConfig>& configs,
                                             const GpuSpec& gpu, const std::string& optimizer,
                                             Precision precision = Precision::fp32, const IssueGaps& issue_gap_ms = {});
+
+// estimate_layer_times, and with `with_cuda_core` each layer's time on CUDA cores beside it (else empty): for a
+// configuration that `precision` puts on tensor cores (tensor_core_factor < 1) its time in fp32_strict, for any
+// other its time in `precision`. Both are planned together, so a kernel both time (a convolution's CUDA-core
+// kernel, one of the two it is timed as on tensor cores) is predicted once.
+std::pair<std::vector<LayerTime>, std::vector<LayerTime>> estimate_layer_times_with_cuda_core(
+    const PredictorBundle& bundle, const std::vector<LayerConfig>& configs, const GpuSpec& gpu,
+    const std::string& optimizer, Precision precision, const IssueGaps& issue_gap_ms, bool with_cuda_core);
 
 // The optimizer's update of parameter tensors of the given element counts, one time per tensor, composed by the
 // optimizer rule above (issue_gap_ms as above).

@@ -52,9 +52,11 @@ def test_activations_are_what_autograd_saves_on_meta_as_for_real_and_grow_with_t
     assert real == meta > 0
     # conv saves its input; batch norm its input and statistics; relu its output; linear its (flattened) input:
     # the relu's output and the flattened view of it are one storage
-    per_sample = 4 * (3 * 16 * 16 + 2 * 8 * 16 * 16)
-    assert meta == 4 * per_sample + 4 * 2 * 8   # + batch norm's saved mean and inverse deviation
-    assert memory.saved_activations(model, torch.empty(8, 3, 16, 16, device="meta")) == 8 * per_sample + 4 * 2 * 8
+    # the loss (the protocol's cross-entropy) saves its log-probabilities and labels per sample, and a total weight
+    per_sample = 4 * (3 * 16 * 16 + 2 * 8 * 16 * 16) + 4 * 10 + 8
+    # + batch norm's saved mean and inverse deviation, and the loss's total weight
+    assert meta == 4 * per_sample + 4 * 2 * 8 + 4
+    assert memory.saved_activations(model, torch.empty(8, 3, 16, 16, device="meta")) == 8 * per_sample + 4 * 2 * 8 + 4
 
 
 class Checkpointed(nn.Module):
@@ -80,15 +82,18 @@ def test_checkpointed_segments_hold_their_inputs_and_save_one_segment_at_a_time(
     batch, floats = 8, 4
     # each block saves its input (the first Linear's), the GELU's input and the second Linear's input
     block_input, block_own = batch * 16 * floats, 2 * batch * 64 * floats
+    # the loss (the protocol's cross-entropy) saves its log-probabilities, labels and total weight
+    loss = batch * 16 * floats + batch * 8 + floats
     x = torch.randn(batch, 16) if device == "cpu" else torch.empty(batch, 16, device="meta")
     plain = memory.saved_activations(Checkpointed(None).train(), x)
-    assert plain == 3 * (block_input + block_own)
+    assert plain == 3 * (block_input + block_own) + loss
     push = torch._C._autograd._push_saved_tensors_default_hooks
     forward = torch.utils.checkpoint.CheckpointFunction.forward
     for form in ("reentrant", "non-reentrant"):
         got = memory.saved_activations(Checkpointed(form).train(), x)
-        # the three blocks' inputs are held; the backward pass saves one block's own tensors at a time
-        assert got == 3 * block_input + block_own, form
+        # the three blocks' inputs are held; the backward pass saves one block's own tensors at a time, after the
+        # loss's backward has freed what the loss saved
+        assert got == 3 * block_input + max(block_own, loss), form
     assert torch._C._autograd._push_saved_tensors_default_hooks is push, "the hooks' entry point is put back"
     assert torch.utils.checkpoint.CheckpointFunction.forward is forward
 

@@ -93,6 +93,20 @@ def test_gathers_read_what_they_select_not_the_whole_table():
     assert op_costs.work_of(bag).config["features"] == math.ceil((read + written) / 4 / 3)
 
 
+def test_a_cross_entropys_likelihood_reads_one_value_a_row_and_its_gradient_writes_them_all():
+    """nll_loss_forward reads the label's log-probability of each row and the labels, not the (rows, classes)
+    input; its backward writes the whole gradient (zeros, and a value a row) and reads the labels."""
+    rows, classes = 4096, 50257
+    forward = Op("forward", "nll_loss_forward.default", [(rows, classes), (rows,)], [(), ()],
+                 ["<tensor>", "<tensor>", None, 1, -100], "", "float32", ["float32", "int64"], ["float32", "float32"])
+    assert op_costs.moved_bytes(forward) > rows * classes * 4  # what the general rule counted
+    assert op_costs.work_of(forward).config["features"] == math.ceil((rows * 4 + rows * 8) / 4 / 3)
+    backward = Op("backward", "nll_loss_backward.default", [(), (rows, classes), (rows,), ()], [(rows, classes)],
+                  ["<tensor>", "<tensor>", "<tensor>", None, 1, -100, "<tensor>"], "", "float32",
+                  ["float32", "float32", "int64", "float32"], ["float32"])
+    assert op_costs.work_of(backward).config["features"] == math.ceil((rows * classes * 4 + rows * 8) / 4 / 3)
+
+
 @pytest.mark.parametrize("name", op_costs.FUSED_ATTENTION)
 def test_pytorch_2s_fused_attention_is_its_two_batched_products(name):
     """torch 1.13 has no fused attention to trace; PyTorch 2 records one of these operators instead of matmul and

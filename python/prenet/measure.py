@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 
 from .estimate import _check, epoch_batches, epoch_steps_text
 from .host_cost import cpu_model
-from .model_inputs import call, input_maker, map_batch, map_tensors, own_loss
+from .model_inputs import call, input_maker, map_batch, map_tensors
 from .model_state import model_kept
+from .op_trace import training_loss
 from .predictors import check_precision
 from .progress import progress_bar
 
@@ -57,27 +58,6 @@ def make_optimizer(name, parameters):
                 "sgd_plain": lambda p: torch.optim.SGD(p, lr=1e-3), "adam": torch.optim.Adam,
                 "adamw": torch.optim.AdamW, "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad}
     return builders[name](parameters)
-
-
-def _loss(output):
-    """The model's own loss (model_inputs.own_loss), else cross-entropy of its logits against random labels."""
-    import torch
-
-    own = own_loss(output)
-    if own is not None:
-        return own
-    logits = output if isinstance(output, torch.Tensor) else (
-        output.get("logits") if hasattr(output, "get") else getattr(output, "logits", None))
-    if logits is None and isinstance(output, (tuple, list)):
-        logits = output[0]
-    if not isinstance(logits, torch.Tensor):
-        raise ValueError(f"cannot take a loss from the model's output ({type(output).__name__})")
-    if logits.dim() < 2:
-        return logits.float().mean()
-    classes = logits.shape[-1]
-    flat = logits.reshape(-1, classes).float()
-    labels = torch.randint(classes, (flat.shape[0],), device=logits.device)
-    return torch.nn.functional.cross_entropy(flat, labels)
 
 
 def _grad_scaler():
@@ -194,7 +174,7 @@ def _timed_epochs(model, device, sizes, input_shape, example_input, optimizer, p
             opt.zero_grad(set_to_none=True)
             with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
                 output = call(model, chunk)
-                loss = _loss(output)
+                loss = training_loss(output)
             if scaler:
                 scaler.scale(loss).backward()
                 scaler.step(opt)

@@ -206,6 +206,22 @@ def gathered(op):
     return traffic((2 * _bytes(*out) + _bytes(*index)) / FP32_BYTES)
 
 
+def nll_loss(op):
+    """The negative log-likelihood of a cross-entropy (nll_loss_forward): it reads one log-probability per row (the
+    label's) and the labels, not the whole (rows, classes) input, and writes the loss."""
+    tensors = _tensors(op)
+    (rows_shape, dtype), labels = tensors[0], tensors[1]
+    return traffic((_bytes(rows_shape[:1], dtype) + _bytes(*labels)) / FP32_BYTES)
+
+
+def nll_loss_backward(op):
+    """Its gradient (nll_loss_backward(grad_output, input, target, ...)): the whole (rows, classes) gradient
+    written (zeros, then one value per row from the labels, which are read)."""
+    tensors = _tensors(op)
+    labels, gradient = tensors[2], tensors[len(op.inputs)]
+    return traffic((_bytes(*gradient) + _bytes(*labels)) / FP32_BYTES)
+
+
 def embedding_bag(op):
     """An embedding bag reads the rows its indices select (not the whole table) and the indices, and writes its
     outputs (the bags and their bookkeeping)."""
@@ -278,6 +294,7 @@ RULES = {
     "embedding": embedding, "embedding_dense_backward": embedding_backward,
     "_cudnn_rnn": recurrent("forward"), "_cudnn_rnn_backward": recurrent("backward"),
     "index_select": gathered, "gather": gathered, "_embedding_bag": embedding_bag,
+    "nll_loss_forward": nll_loss, "nll_loss_backward": nll_loss_backward,
     "_embedding_bag_forward_only": embedding_bag,
     **{name: fused_attention("forward") for name in FUSED_ATTENTION},
     **{f"{name}_backward": fused_attention("backward") for name in FUSED_ATTENTION},

@@ -238,17 +238,30 @@ def _first_tensor(value):
 
 
 def training_loss(output):
-    """The loss a training step takes from a model's output: its own (a 0-d tensor) or the mean of its first
-    tensor in float32 (a cross-entropy costs about as much); NotTrainable for an output without a tensor."""
+    """The loss a training step takes from a model's output, as ../shared/PROTOCOL.md defines it: the model's own
+    (a 0-d tensor, prenet.model_inputs.own_loss), else the cross-entropy of its logits (_first_tensor; classes along
+    the last dimension, every other position a sample, each with a label drawn at random) in float32, or the mean
+    of a 1-d output. prenet.measure trains with it and prenet.predict traces it: on a language model's output
+    (a token's logits over the vocabulary) a cross-entropy reads and writes those logits several times where a mean
+    reads them once. NotTrainable for an output without a tensor."""
+    import torch
+
     tensor = _first_tensor(output)
     if tensor is None:
         raise NotTrainable(f"the model returned no tensor to train on ({type(output).__name__})")
-    return tensor if tensor.dim() == 0 else tensor.float().mean()
+    if tensor.dim() == 0:
+        return tensor
+    if tensor.dim() == 1:
+        return tensor.float().mean()
+    classes = tensor.shape[-1]
+    logits = tensor.reshape(-1, classes).float()
+    labels = torch.randint(classes, (logits.shape[0],), device=tensor.device)
+    return torch.nn.functional.cross_entropy(logits, labels)
 
 
 def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
-    """The ops of one forward, loss (the model's own loss if it returns one, else the mean of its first output:
-    a cross-entropy costs about as much) and backward, on `inputs` as given; `autocast`: forward and loss under
+    """The ops of one forward, loss (training_loss: the model's own loss if it returns one, else the cross-entropy
+    of its logits) and backward, on `inputs` as given; `autocast`: forward and loss under
     CUDA autocast's casting rules (prenet.autocast_policy), the backward pass in the dtypes they leave; `meta`: on
     meta twins of the weights and of `inputs` (prenet.meta_model), leaving the model's own tensors untouched;
     `direct_mode`: on torch 1.13, record without its Python mode stack (_direct_mode_setter). Traced for real,

@@ -3,9 +3,9 @@ activations (prenet.memory).
 
 Without checkpointing, every tensor the forward pass saves is held until the backward pass starts, so the peak is
 their sum (each storage once). Activation checkpointing changes that: a checkpointed segment keeps only its inputs,
-and the backward pass runs the segment again to save its tensors then, one segment at a time. The peak is then the
-saves outside any segment, plus the segments' inputs, plus the largest segment's own saves. Both of PyTorch's forms
-are followed:
+and the backward pass runs the segment again to save its tensors then, one segment at a time, after the nodes made
+later (the loss's among them) have run and freed theirs. The peak is then the larger of the end of the forward pass
+and the largest of the segments' runs (SavedTensors.peak_bytes). Both of PyTorch's forms are followed:
 - non-reentrant (`use_reentrant=False`): the segment installs saved-tensor hooks of its own, which hide its saves
   from an outer hook. Every hook that other code pushes reports what it packs, as one segment. A tensor made before
   the segment began is one of its inputs. Offloading hooks (`save_on_cpu`) are counted the same way.
@@ -59,17 +59,27 @@ class SavedTensors:
         (self.held if before else self.segments[segment])[key] = (tensor, _nbytes(tensor))
 
     def peak_bytes(self):
-        """The saves outside segments, plus the segments' inputs, plus the largest segment's own saves."""
+        """The larger of the step's two high points: the end of the forward pass (the saves outside segments and
+        the segments' inputs), and each segment's run in the backward pass (last segment first): the saves outside
+        segments made before that segment began (those made after it were freed as their nodes ran, earlier in the
+        backward pass), the segments' inputs and that segment's own saves. Without segments, all saves."""
         counted = set(self.excluded)
 
-        def total(part):
+        def fresh(part):  # {key: bytes} of the part's storages not counted in an earlier part
             keys = part.keys() - counted
             counted.update(keys)
-            return sum(part[key][1] for key in keys)
+            return {key: part[key][1] for key in keys}
 
-        outside = total(self.own) + total(self.held)
-        return outside + max((sum(size for key, (_, size) in segment.items() if key not in counted)
-                              for segment in self.segments), default=0)
+        own, held = fresh(self.own), sum(fresh(self.held).values())
+        segments = [sum(size for key, (_, size) in segment.items() if key not in counted) for segment in self.segments]
+
+        def made_before(key, start):  # a storage made outside the block (the model's inputs) counts as earliest
+            made = self.made.get(key)
+            return made is None or made[0] < start
+
+        reruns = [sum(size for key, size in own.items() if made_before(key, start)) + held + segment
+                  for start, segment in zip(self.starts, segments)]
+        return max([sum(own.values()) + held, *reruns])
 
 
 @contextlib.contextmanager

@@ -1,0 +1,69 @@
+"""How much of the leave-one-device-out error of the streaming and normalisation kinds is the measuring host's
+launch gap rather than the GPU: the chosen unseen-GPU candidate ("efficiency", learned on device time; see
+prenet.unseen_gpu) fitted without each GPU in turn, its held-out latencies predicted as device time plus (a) the
+fitted GPUs' median gap for the kind, as prenet.unseen_gpu does and as a GPU never measured gets, and (b) the
+held-out host's own gap (prenet.launch_gap, fitted on that host's rows): the host known, the GPU not.
+
+Run:  .venv/bin/python bench/lodo_host_gap.py [--kinds add relu softmax layer_norm gelu] [--out FILE]
+(about four minutes). Writes bench/results/lodo_host_gap.md.
+"""
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from prenet import launch_gap, training, unseen_gpu
+from prenet.datasets import load_neusight
+from report import write_report
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SET = "efficiency"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kinds", nargs="*", default=["add", "relu", "gelu", "softmax", "layer_norm"])
+    parser.add_argument("--out", type=Path, default=RESULTS / "lodo_host_gap.md")
+    args = parser.parse_args(argv)
+    settings = unseen_gpu.Settings(sets=(SET,), trees=300, rows_per_gpu=1500, timing="device")
+    started = time.monotonic()
+    data, gaps = load_neusight(timing="device"), launch_gap.load()
+    rows, cells = [], {"fitted": [], "own": []}
+    for kind in args.kinds:
+        frame = unseen_gpu._rows(data[kind][data[kind]["forward_ms"] > 0], settings.rows_per_gpu, settings.seed)
+        for held_out in sorted(frame["gpu"].unique()):
+            train, test = frame[frame["gpu"] != held_out], frame[frame["gpu"] == held_out]
+            fitted_on = sorted(train["gpu"].unique())
+            names, target = unseen_gpu.candidate_inputs(kind, fitted_on, SET)
+            model = training.make_model("xgboost", seed=settings.seed, trees=settings.trees)
+            model.fit(training.model_inputs(kind, train, names),
+                      training.target_values(kind, train, target, "forward_ms"))
+            device_ms = training.to_ms(kind, test, target, model.predict(training.model_inputs(kind, test, names)))
+            latency = test["latency_ms"].to_numpy(float)
+            fitted_gap = 1e-3 * float(np.median([launch_gap.gap_us(gpu, gaps, kind) for gpu in fitted_on]))
+            own_gap = 1e-3 * launch_gap.gap_us(held_out, gaps, kind)
+            errors = {label: float(np.median(np.abs(gap + device_ms - latency) / latency))
+                      for label, gap in (("fitted", fitted_gap), ("own", own_gap))}
+            for label, error in errors.items():
+                cells[label].append(error)
+            short = held_out.replace("NVIDIA ", "").replace("Tesla ", "")
+            rows.append(f"| {kind} | {short} | {1e3 * fitted_gap:.1f} | {1e3 * own_gap:.1f} | "
+                        f"{100 * errors['fitted']:.1f}% | {100 * errors['own']:.1f}% |")
+            print(rows[-1], flush=True)
+    text = "\n".join([
+        "# Leave one device out: the GPU's error and the measuring host's gap", "",
+        f"`.venv/bin/python bench/lodo_host_gap.py` ({time.strftime('%Y-%m-%d')}, {time.monotonic() - started:.0f} s;"
+        f" xgboost {settings.trees} trees, {settings.rows_per_gpu} rows per GPU and kind, seed {settings.seed}, as "
+        "`python -m prenet.unseen_gpu --timing device`). Median relative error of the held-out GPU's latencies, "
+        "predicted as the candidate's device time plus the fitted GPUs' median launch gap (what prenet.unseen_gpu "
+        "reports) or plus the held-out host's own gap.", "",
+        "| kind | held out | fitted GPUs' gap (us) | its own gap (us) | error, fitted gap | error, own gap |",
+        "| --- | --- | --- | --- | --- | --- |", *rows, "",
+        f"Cells within 15%: {sum(e <= 0.15 for e in cells['fitted'])} of {len(rows)} with the fitted GPUs' gap, "
+        f"{sum(e <= 0.15 for e in cells['own'])} with the host's own.", ""])
+    write_report(args.out, text)
+
+
+if __name__ == "__main__":
+    main()

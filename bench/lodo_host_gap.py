@@ -5,7 +5,7 @@ fitted GPUs' median gap for the kind, as prenet.unseen_gpu does and as a GPU nev
 held-out host's own gap (prenet.launch_gap, fitted on that host's rows): the host known, the GPU not.
 
 Run:  .venv/bin/python bench/lodo_host_gap.py [--kinds add relu softmax layer_norm gelu] [--out FILE]
-(about four minutes). Writes bench/results/lodo_host_gap.md.
+(about a quarter of a minute). Writes bench/results/lodo_host_gap.md.
 """
 import argparse
 import time

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 import torchvision
+from threadpoolctl import threadpool_limits
 
 import prenet
 from report import write_report
@@ -46,6 +47,7 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, default=RESULTS / "cpu_convolutions_in_model.md")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    threadpool_limits(limits=1)  # the BLAS library's threads too, as prenet.measure(threads=1) and the harness run
     model = getattr(torchvision.models, args.model)(num_classes=10)
     lines, started = [], time.monotonic()
     calibrated = None

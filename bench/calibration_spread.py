@@ -1,9 +1,9 @@
 """How much the CPU validation's result depends on which calibration of this CPU is used: the validation's cases
 (bench/validate_cpu.py) measured once, then predicted with each of several calibrations made one after another on
-this machine (prenet.host_calibration, about a minute each), so that the calibrations alone differ.
+this machine (prenet.host_calibration, about two minutes each), so that the calibrations alone differ.
 
 Run:  .venv/bin/python bench/calibration_spread.py [--calibrations 3] [--files FILE ...] [--out FILE]
-(about five minutes with three new calibrations). `--files` judges existing calibration files instead of making
+(about seven minutes with three new calibrations). `--files` judges existing calibration files instead of making
 new ones. Writes bench/results/calibration_spread.md.
 """
 import argparse

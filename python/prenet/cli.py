@@ -287,7 +287,7 @@ def parser():
     o.add_argument("--json", action="store_true", help="print the rows as one JSON array")
     o.set_defaults(run=_compare)
     h = sub.add_parser("calibrate", help="time reference layers on this CPU to calibrate the CPU predictors to it "
-                       "(about a minute; resumed if interrupted)")
+                       "(about two minutes; resumed if interrupted)")
     h.add_argument("--out", help="calibration file (default: this CPU's file in the user cache)")
     h.add_argument("--no-progress", action="store_true")
     h.add_argument("--plot", help="also save a plot of the fitted ratios (forward pass) to this image file")

@@ -98,6 +98,35 @@ def test_checkpointed_segments_hold_their_inputs_and_save_one_segment_at_a_time(
     assert torch.utils.checkpoint.CheckpointFunction.forward is forward
 
 
+class Funnel(nn.Module):
+    """Three residual MLP blocks of 16 features, checkpointed in the given form, the first one wide inside."""
+
+    def __init__(self, form, widths=(256, 16, 16)):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Sequential(nn.Linear(16, w), nn.GELU(), nn.Linear(w, 16)) for w in widths)
+        self.form = form
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = x + torch.utils.checkpoint.checkpoint(block, x, use_reentrant=self.form == "reentrant")
+        return x
+
+
+@pytest.mark.filterwarnings("ignore:None of the inputs have requires_grad")
+@pytest.mark.parametrize("form", ["reentrant", "non-reentrant"])
+def test_a_segment_runs_again_after_the_later_segments_freed_their_inputs(form):
+    """The backward pass runs the last segment again first; by the time it reaches the first one, the later
+    segments' inputs (and the loss's saves) are freed: the peak is the first segment's input and its own saves."""
+    import torch.utils.checkpoint
+
+    batch, floats = 8, 4
+    got = memory.saved_activations(Funnel(form).train(), torch.randn(batch, 16))
+    first_input, first_own = batch * 16 * floats, 2 * batch * 256 * floats
+    assert got == first_input + first_own
+    # holding every segment's input through the backward pass would have counted two more
+    assert got < 3 * first_input + first_own
+
+
 def test_training_memory_of_a_checkpointed_model_is_below_the_plain_ones():
     plain = prenet.training_memory(Checkpointed(None), batch=64, input_shape=(16,))
     checkpointed = prenet.training_memory(Checkpointed("non-reentrant"), batch=64, input_shape=(16,))

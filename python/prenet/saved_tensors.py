@@ -32,13 +32,13 @@ def _nbytes(tensor):
 
 class SavedTensors:
     """Storages saved for the backward pass, by who keeps them: `own` (by the step, held until its backward),
-    `held` (a checkpointed segment's inputs) and `segments` (each segment's own saves); {key: (tensor, bytes)}
-    each, the tensor kept so that no key is reused. `excluded`: keys of storages counted elsewhere (the weights);
+    `held` (a checkpointed segment's inputs, with `held_by`: {key: the first segment holding it}) and `segments`
+    (each segment's own saves); {key: (tensor, bytes)} each, the tensor kept so that no key is reused. `excluded`: keys of storages counted elsewhere (the weights);
     `made`: {key: (the order its storage was first made in, a tensor of it)} (made_order)."""
 
     def __init__(self, excluded=()):
         self.excluded = set(excluded)
-        self.own, self.held, self.segments, self.made = {}, {}, [], {}
+        self.own, self.held, self.held_by, self.segments, self.made = {}, {}, {}, [], {}
         self.starts = []  # per segment: len(made) when it began
 
     def pack_own(self, tensor):
@@ -57,12 +57,15 @@ class SavedTensors:
         made = self.made.get(key)
         before = made is None or made[0] < self.starts[segment]
         (self.held if before else self.segments[segment])[key] = (tensor, _nbytes(tensor))
+        if before:
+            self.held_by.setdefault(key, segment)
 
     def peak_bytes(self):
         """The larger of the step's two high points: the end of the forward pass (the saves outside segments and
-        the segments' inputs), and each segment's run in the backward pass (last segment first): the saves outside
-        segments made before that segment began (those made after it were freed as their nodes ran, earlier in the
-        backward pass), the segments' inputs and that segment's own saves. Without segments, all saves."""
+        the segments' inputs), and each segment's run in the backward pass (last segment first): what is still
+        alive then, the saves outside segments made before that segment began and the inputs of that segment and
+        of the earlier ones (what later nodes and segments saved was freed as they ran, earlier in the backward
+        pass), plus that segment's own saves. Without segments, all saves."""
         counted = set(self.excluded)
 
         def fresh(part):  # {key: bytes} of the part's storages not counted in an earlier part
@@ -70,16 +73,17 @@ class SavedTensors:
             counted.update(keys)
             return {key: part[key][1] for key in keys}
 
-        own, held = fresh(self.own), sum(fresh(self.held).values())
+        own, held = fresh(self.own), fresh(self.held)
         segments = [sum(size for key, (_, size) in segment.items() if key not in counted) for segment in self.segments]
 
         def made_before(key, start):  # a storage made outside the block (the model's inputs) counts as earliest
             made = self.made.get(key)
             return made is None or made[0] < start
 
-        reruns = [sum(size for key, size in own.items() if made_before(key, start)) + held + segment
-                  for start, segment in zip(self.starts, segments)]
-        return max([sum(own.values()) + held, *reruns])
+        reruns = [sum(size for key, size in own.items() if made_before(key, start)) +
+                  sum(size for key, size in held.items() if self.held_by[key] <= index) + segment
+                  for index, (start, segment) in enumerate(zip(self.starts, segments))]
+        return max([sum(own.values()) + sum(held.values()), *reruns])
 
 
 @contextlib.contextmanager

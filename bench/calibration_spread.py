@@ -20,15 +20,9 @@ import torch
 import prenet
 from prenet import host_calibration
 from report import write_report
-from validate_cpu import CASES
+from validate_cpu import CASES, percentile_90
 
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def percentile_90(errors):
-    """The 90th percentile as bench/validate_cpu.py takes it (nearest rank)."""
-    ordered = sorted(errors)
-    return ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
 
 
 def main(argv=None):

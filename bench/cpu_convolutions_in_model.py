@@ -76,8 +76,8 @@ def main(argv=None):
                          f"{config['kernel_size']} | {config['stride']} | {config['height']} | "
                          f"{predicted / count:.2f} | {measured:.2f} | {measured * count / predicted:.2f} |")
             print(lines[-1], flush=True)
-        lines += ["", f"All convolutions forward: predicted {predicted_total:.1f} ms, measured {measured_total:.1f} ms.",
-                  ""]
+        lines += ["", f"All convolutions forward: predicted {predicted_total:.1f} ms, "
+                      f"measured {measured_total:.1f} ms.", ""]
     text = "\n".join([
         f"# {args.model}'s convolutions at {args.pixels} px on this CPU, one by one", "",
         f"`.venv/bin/python bench/cpu_convolutions_in_model.py --model {args.model} --pixels {args.pixels} "

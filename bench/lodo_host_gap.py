@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from prenet import launch_gap, training, unseen_gpu
+from prenet import launch_gap, unseen_gpu
 from prenet.datasets import load_neusight
 from report import write_report
 
@@ -31,17 +31,9 @@ def main(argv=None):
     data, gaps = load_neusight(timing="device"), launch_gap.load()
     rows, cells = [], {"fitted": [], "own": []}
     for kind in args.kinds:
-        frame = unseen_gpu._rows(data[kind][data[kind]["forward_ms"] > 0], settings.rows_per_gpu, settings.seed)
-        for held_out in sorted(frame["gpu"].unique()):
-            train, test = frame[frame["gpu"] != held_out], frame[frame["gpu"] == held_out]
-            fitted_on = sorted(train["gpu"].unique())
-            names, target = unseen_gpu.candidate_inputs(kind, fitted_on, SET)
-            model = training.make_model("xgboost", seed=settings.seed, trees=settings.trees)
-            model.fit(training.model_inputs(kind, train, names),
-                      training.target_values(kind, train, target, "forward_ms"))
-            device_ms = training.to_ms(kind, test, target, model.predict(training.model_inputs(kind, test, names)))
+        for held_out, fitted_on, test, _, device_ms in unseen_gpu.held_out_predictions(kind, data[kind], settings):
             latency = test["latency_ms"].to_numpy(float)
-            fitted_gap = 1e-3 * float(np.median([launch_gap.gap_us(gpu, gaps, kind) for gpu in fitted_on]))
+            fitted_gap = unseen_gpu.fitted_gap_ms(kind, fitted_on, gaps)
             own_gap = 1e-3 * launch_gap.gap_us(held_out, gaps, kind)
             errors = {label: float(np.median(np.abs(gap + device_ms - latency) / latency))
                       for label, gap in (("fitted", fitted_gap), ("own", own_gap))}

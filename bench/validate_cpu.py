@@ -104,6 +104,12 @@ SETS = {"models": (CASES, "validate_cpu.md", "Whole-model validation on this mac
                          "Convolutions of the general kind (implicit GEMM) on this machine's CPU")}
 
 
+def percentile_90(errors):
+    """The 90th percentile of `errors` by nearest rank, as this report and bench/calibration_spread.py take it."""
+    ordered = sorted(errors)
+    return ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset-size", type=int, default=256)
@@ -149,7 +155,7 @@ def main(argv=None):
     on_this_cpu = ([f"**Not the measured host**: {other_host}.", ""] if other_host and not calibration else
                    [f"**Not the measured host**: the CPU predictors {calibration.describe()} "
                     f"(`prenet calibrate`, {calibration.path}).", ""] if calibration else [])
-    p90 = errors[min(len(errors) - 1, int(round(0.9 * (len(errors) - 1))))]
+    p90 = percentile_90(errors)
     text = "\n".join([
         f"# {title}", "",
         f"`.venv/bin/python bench/validate_cpu.py --dataset-size {args.dataset_size}{command_tail}` "

@@ -258,7 +258,8 @@ def write(rows, initial, kernel, out, args, all_data):
     lines += ["", "## Cost", "",
               f"Tangent kernel (256 samples x 10 outputs, {kernel.parameters} parameters, computed once and reused "
               f"by every configuration): {kernel_seconds:.1f} s. Per configuration, the simulation (4 sampled runs): "
-              f"median {statistics.median(simulate):.1f} s. Real training to the lowest target (steps only, loss evaluations excluded): median "
+              f"median {statistics.median(simulate):.1f} s. Real training to the lowest target (steps only, loss "
+              f"evaluations excluded): median "
               f"{statistics.median(train):.2f} s, max {max(train):.2f} s. All {len(configs)} configurations: "
               f"predicted in {sum(simulate):.1f} s (the kernel included once), trained in {sum(train):.1f} s; "
               f"prediction / training {sum(simulate) / sum(train):.2f}.", "",

@@ -195,17 +195,17 @@ def _device_times(ops, native, catalog, device, optimizer, precision, gaps_ms, w
             group = groups.setdefault((work.kind, _op_precision(work, precision)), {})
             group.setdefault(tuple(work.config.items()), []).append(index)  # one rule builds a kind's keys in one order
     ms, basis, spread = [0.0] * len(ops), ["view"] * len(ops), [1.0] * len(ops)
-    options = {"with_cuda_core": True} if with_cuda_core else {}
     for (kind, kernel_precision), by_config in groups.items():
         configs = [works[indices[0]].config for indices in by_config.values()]
         try:
-            times = native.estimate(kind, configs, catalog, device, optimizer, kernel_precision, gaps_ms, **options)
+            times = native.estimate(kind, configs, catalog, device, optimizer, kernel_precision, gaps_ms,
+                                    with_cuda_core)
         except ValueError:  # a configuration outside its kind's range: cost its ops by their traffic
             times = []
             for config, indices in zip(configs, by_config.values()):
                 try:
                     times += native.estimate(kind, [config], catalog, device, optimizer, kernel_precision,
-                                             gaps_ms, **options)
+                                             gaps_ms, with_cuda_core)
                 except ValueError:
                     for i in indices:
                         works[i] = op_costs.traffic(op_costs.moved_bytes(ops[i]) / op_costs.FP32_BYTES)

@@ -33,7 +33,8 @@ def _nbytes(tensor):
 class SavedTensors:
     """Storages saved for the backward pass, by who keeps them: `own` (by the step, held until its backward),
     `held` (a checkpointed segment's inputs, with `held_by`: {key: the first segment holding it}) and `segments`
-    (each segment's own saves); {key: (tensor, bytes)} each, the tensor kept so that no key is reused. `excluded`: keys of storages counted elsewhere (the weights);
+    (each segment's own saves); {key: (tensor, bytes)} each, the tensor kept so that no key is reused.
+    `excluded`: keys of storages counted elsewhere (the weights);
     `made`: {key: (the order its storage was first made in, a tensor of it)} (made_order)."""
 
     def __init__(self, excluded=()):

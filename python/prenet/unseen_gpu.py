@@ -61,28 +61,41 @@ def _rows(frame, rows_per_gpu, seed):
             .apply(lambda g: g.sample(min(len(g), rows_per_gpu), random_state=seed)).reset_index(drop=True))
 
 
-def leave_one_device_out(kind, frame, settings):
-    """Cells (one per held-out GPU and candidate) and residuals {(gpu, set): log(measured / predicted)}."""
+def fitted_gap_ms(kind, fitted_on, gaps):
+    """The launch gap (ms) a GPU never measured gets for `kind`: the median over the fitted GPUs' measuring hosts
+    (prenet.launch_gap; `gaps` from launch_gap.load())."""
+    return 1e-3 * float(np.median([launch_gap.gap_us(gpu, gaps, kind) for gpu in fitted_on]))
+
+
+def held_out_predictions(kind, frame, settings):
+    """Each GPU of `frame` held out in turn, each candidate of settings.sets fitted on the others: yields (held-out
+    GPU, the GPUs fitted on, the held-out rows, candidate, its time for those rows in what it learned: latency, or
+    device time under settings.timing "device")."""
     frame = _rows(frame[frame["forward_ms"] > 0], settings.rows_per_gpu, settings.seed)
-    cells, residuals = [], {}
-    gaps = launch_gap.load() if settings.timing == "device" else None
     for held_out in sorted(frame["gpu"].unique()):
         train, test = frame[frame["gpu"] != held_out], frame[frame["gpu"] == held_out]
         fitted_on = sorted(train["gpu"].unique())
-        # the latency a held-out case would show: device time predicted plus a typical host's gap for the kind
-        added_gap_ms = (1e-3 * float(np.median([launch_gap.gap_us(gpu, gaps, kind) for gpu in fitted_on]))
-                        if settings.timing == "device" else 0.0)
-        measured = test["latency_ms" if settings.timing == "device" else "forward_ms"].to_numpy(float)
         for set_name in settings.sets:
             names, target = candidate_inputs(kind, fitted_on, set_name)
             model = training.make_model("xgboost", seed=settings.seed, trees=settings.trees)
             model.fit(training.model_inputs(kind, train, names),
                       training.target_values(kind, train, target, "forward_ms"))
-            predicted = added_gap_ms + training.to_ms(kind, test, target,
-                                                      model.predict(training.model_inputs(kind, test, names)))
-            residuals[(held_out, set_name)] = np.log(measured / predicted)
-            cells.append({"kind": kind, "held_out": held_out, "fitted_on": fitted_on, "feature_set": set_name,
-                          **training.scores(measured, predicted)})
+            yield (held_out, fitted_on, test, set_name,
+                   training.to_ms(kind, test, target, model.predict(training.model_inputs(kind, test, names))))
+
+
+def leave_one_device_out(kind, frame, settings):
+    """Cells (one per held-out GPU and candidate) and residuals {(gpu, set): log(measured / predicted)}."""
+    cells, residuals = [], {}
+    device_timing = settings.timing == "device"
+    gaps = launch_gap.load() if device_timing else None
+    for held_out, fitted_on, test, set_name, learned_ms in held_out_predictions(kind, frame, settings):
+        # the latency a held-out case would show: device time predicted plus a typical host's gap for the kind
+        predicted = learned_ms + (fitted_gap_ms(kind, fitted_on, gaps) if device_timing else 0.0)
+        measured = test["latency_ms" if device_timing else "forward_ms"].to_numpy(float)
+        residuals[(held_out, set_name)] = np.log(measured / predicted)
+        cells.append({"kind": kind, "held_out": held_out, "fitted_on": fitted_on, "feature_set": set_name,
+                      **training.scores(measured, predicted)})
     return cells, residuals
 
 

@@ -7,6 +7,7 @@ import functools
 from pathlib import Path
 
 from .catalog import find_gpu, gpus as catalog_frame
+from .collector_paused import collector_paused
 from .estimate import _check, estimate_traced, trace_steps
 from .memory import GIB, training_memory
 from .predictors import UnsupportedPrecision, resolve
@@ -62,6 +63,7 @@ def _comparison_class():
     return Comparison
 
 
+@collector_paused
 def compare(model, batch=32, gpus="all", price_per_hour=None, input_shape=None, example_input=None,
             dataset_size=1024, optimizer="sgd", precision="fp32"):
     """A Comparison (a pandas DataFrame) of `model`'s training epoch on each GPU of `gpus` ("all": the whole

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from . import host_calibration, host_cost, launch_gap, launch_queue, op_costs, op_trace, uncertainty
 from ._native import core
+from .collector_paused import collector_paused
 from .catalog import host_catalog, unmeasured_host_warning
 from .model_inputs import input_maker
 from .model_state import in_mode
@@ -405,6 +406,7 @@ def _layers_table(rows, catalog, device, step_ms):
                    "step_share"]], ops
 
 
+@collector_paused
 def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, dataset_size=1024,
             optimizer="sgd", precision="fp32", bundle=None):
     """Predicted training time of `model` (see the module's description). `gpu`: a catalog name (prenet.gpus())
@@ -436,6 +438,7 @@ class Traced:
     narrow_weights: list
 
 
+@collector_paused
 def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None, precision="fp32"):
     """The Traced steps of an epoch of `model`; under a mixed precision, forward and loss are traced with CUDA
     autocast's casts (prenet.autocast_policy)."""
@@ -449,6 +452,7 @@ def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None
                   sorted(dtypes & op_costs.NARROW_FLOATS.keys()))
 
 
+@collector_paused
 def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision="fp32", bundle=None):
     """The Estimate of a model's Traced steps on `gpu`; UnsupportedPrecision where the GPU lacks the precision's
     type, or that of the model's own 2-byte weights."""

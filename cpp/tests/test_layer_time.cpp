@@ -192,7 +192,9 @@ class EstimatorTest : public ::testing::Test {
 protected:
     // A bundle with one predictor, linear forward: ms = 1e-9 * forward FLOPs (a 1 TFLOP/s device).
     void SetUp() override {
-        folder_ = fs::path(::testing::TempDir()) / "estimator_bundle";
+        // one folder per test, as ctest may run the tests side by side in separate processes
+        folder_ = fs::path(::testing::TempDir()) /
+                  ("estimator_bundle_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
         fs::remove_all(folder_);
         fs::create_directories(folder_);
         std::ofstream(folder_ / "manifest.json")

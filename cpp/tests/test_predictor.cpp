@@ -4,9 +4,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <stdexcept>
 
 #include "prenet/predictor_bundle.hpp"
+#include "prenet/regressor.hpp"
 
 namespace {
 
@@ -139,6 +141,23 @@ TEST_F(BundleTest, TreeEnsembleFollowsXgboostSemantics) {
     // A split at exactly the threshold goes right (x < split is the left test).
     const auto at_split = prenet::find_layer_kind("linear").configure({{"batch", 4}, {"in_features", 3}, {"out_features", 4}});
     EXPECT_NEAR(bundle.predict_ms("linear", "forward", {at_split}, gpu(), "sgd")[0], std::exp(1.0), 1e-6);
+}
+
+TEST_F(BundleTest, ARowWithAMissingValueFollowsTheDefaultDirectionBesideRowsWithout) {
+    // Rows without a missing value take a shorter walk than rows with one; mixed in one call, each takes its own.
+    write("m.json", tree_model());
+    const auto model = prenet::load_regressor("xgboost", (folder_ / "m.json").string(), 2);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    prenet::FeatureMatrix rows(4, 2);
+    rows << 2, 1,  // batch 2 < 4: left leaf
+        nan, 1,    // batch missing: default_left, the left leaf
+        8, nan,    // batch 8: right leaf; the missing in_features is never split on
+        4, 3;      // at the split: right
+    const Eigen::VectorXd out = model->predict(rows);
+    EXPECT_NEAR(out[0], 0.5 + 0.25 - 1.5, 1e-6);
+    EXPECT_NEAR(out[1], 0.5 + 0.25 - 1.5, 1e-6);
+    EXPECT_NEAR(out[2], 0.5 + 2.0 - 1.5, 1e-6);
+    EXPECT_NEAR(out[3], 0.5 + 2.0 - 1.5, 1e-6);
 }
 
 TEST_F(BundleTest, DeeperTreesWalkTheirLeftSubtreesFirstAndAgreeWithTheSplits) {

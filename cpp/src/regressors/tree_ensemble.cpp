@@ -138,30 +138,51 @@ public:
                 values[r * inputs_ + c] = static_cast<float>(inputs(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(c)));
             }
         }
+        // A row without a missing value (NaN) is walked by its splits alone, the rest also by where missing values go.
+        std::vector<bool> missing(rows);
+        for (std::size_t r = 0; r < rows; ++r) {
+            const float* row = values.data() + r * inputs_;
+            missing[r] = std::any_of(row, row + inputs_, [](float x) { return std::isnan(x); });
+        }
         Eigen::VectorXd out = Eigen::VectorXd::Constant(inputs.rows(), base_score_);
         for (std::size_t first = 0; first < trees_.size(); first += kLanes) {
             const std::size_t lanes = std::min(kLanes, trees_.size() - first);
+            const Node* roots[kLanes] = {};
             int levels = 0;
-            for (std::size_t l = 0; l < lanes; ++l) levels = std::max(levels, trees_[first + l].depth);
+            for (std::size_t l = 0; l < lanes; ++l) {
+                roots[l] = trees_[first + l].nodes.data();
+                levels = std::max(levels, trees_[first + l].depth);
+            }
             for (std::size_t r = 0; r < rows; ++r) {
                 const float* row = values.data() + r * inputs_;
                 std::int32_t at[kLanes] = {};
-                for (int level = 0; level < levels; ++level) {
-                    for (std::size_t l = 0; l < lanes; ++l) {
-                        const Node& node = trees_[first + l].nodes[at[l]];
-                        const float x = row[node.feature];
-                        // left when x < split, or when x is missing and missing values go left (no branch on x)
-                        at[l] = node.child[(x < node.threshold) | (std::isnan(x) & node.default_left)];
-                    }
+                if (missing[r]) {
+                    walk(roots, lanes, levels, row, at, [](const Node& node, float x) {
+                        return (x < node.threshold) | (std::isnan(x) & node.default_left);
+                    });
+                } else {
+                    walk(roots, lanes, levels, row, at, [](const Node& node, float x) { return x < node.threshold; });
                 }
                 double& sum = out[static_cast<Eigen::Index>(r)];
-                for (std::size_t l = 0; l < lanes; ++l) sum += trees_[first + l].nodes[at[l]].threshold;  // tree order
+                for (std::size_t l = 0; l < lanes; ++l) sum += roots[l][at[l]].threshold;  // in tree order
             }
         }
         return out;
     }
 
 private:
+    // `levels` steps down `lanes` trees side by side for one row; `goes_left(node, x)` decides each split.
+    template <typename GoesLeft>
+    static void walk(const Node* const* roots, std::size_t lanes, int levels, const float* row, std::int32_t* at,
+                     GoesLeft goes_left) {
+        for (int level = 0; level < levels; ++level) {
+            for (std::size_t l = 0; l < lanes; ++l) {
+                const Node& node = roots[l][at[l]];
+                at[l] = node.child[goes_left(node, row[node.feature])];
+            }
+        }
+    }
+
     std::size_t inputs_;
     double base_score_ = 0;
     std::vector<Tree> trees_;

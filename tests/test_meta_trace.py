@@ -186,7 +186,7 @@ class Recurrent(nn.Module):
 
 @pytest.mark.parametrize("model, shape, kind, why", [
     (NeedsData(), (6,), "linear", "the meta device cannot run it: the model rejected the input (failed in module "
-                                  "'NeedsData'): "),
+                                  "'NeedsData', given (4, 6)): "),
     (Recurrent(), (5, 6), "lstm", "it has recurrent layers")], ids=["data", "lstm"])
 def test_models_the_meta_device_cannot_run_are_traced_for_real(model, shape, kind, why):
     estimate = prenet.predict(model, batch=4, gpu="T4", input_shape=shape, dataset_size=8)

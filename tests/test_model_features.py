@@ -74,7 +74,8 @@ def test_sequence_model_kinds_and_shapes():
 
 def test_bad_inputs():
     model = torchvision.models.resnet18(weights=None)
-    with pytest.raises(ValueError, match=r"rejected the input \(failed in module 'conv1'\).*3 channels"):
+    with pytest.raises(ValueError, match=r"rejected the input \(failed in module 'conv1', "
+                                         r"given \(\d+, 5, 32, 32\)\).*3 channels"):
         prenet.model_features(model, input_shape=(5, 32, 32))
     with pytest.raises(ValueError, match="batch must be an integer >= 1"):
         prenet.model_features(model, batch=0, input_shape=(3, 32, 32))

@@ -245,6 +245,12 @@ def test_bad_input_is_named(kwargs, error, message):
         prenet.predict(SmallCnn(), **{**dict(batch=4, gpu="V100", input_shape=(3, 16, 16)), **kwargs})
 
 
+def test_a_rejected_input_names_the_shapes_the_model_was_given():
+    """Keyword inputs by name, each with its shape (the batch the trace ran at first)."""
+    with pytest.raises(ValueError, match=r"failed in module 'qkv', given features \(\d+, 5, 8\)\)"):
+        prenet.predict(FunctionalBlock(dim=16), batch=4, gpu="T4", example_input={"features": torch.randn(2, 5, 8)})
+
+
 def test_an_optimizer_may_be_named_in_any_case_or_given_as_torch_gives_it():
     model = SmallCnn()
     named = {"SGD": "sgd", "AdamW": "adamw", torch.optim.Adam: "adam", torch.optim.RMSprop: "rmsprop",

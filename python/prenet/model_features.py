@@ -12,7 +12,7 @@ import math
 from .catalog import find_gpu
 from .fused_recurrent import arguments_of, configuration
 from .layers import layer_features
-from .model_inputs import call, input_maker, map_tensors
+from .model_inputs import call, input_maker, map_tensors, rejected
 from .model_state import in_mode
 
 
@@ -194,7 +194,7 @@ def model_features(model, batch=32, gpu="V100", input_shape=None, example_input=
             call(model, sample)
     except Exception as error:
         where = started[-1] if started else "before any module"
-        raise ValueError(f"the model rejected the input (failed in module '{where}'): {error}") from error
+        raise rejected(where, sample, error) from error
     finally:
         for handle in handles:
             handle.remove()

@@ -32,6 +32,28 @@ def tensors(inputs):
     return found
 
 
+def shapes_text(inputs):
+    """The shapes of `inputs` as a person reads them: "(2, 3, 7)" for a tensor, "(2, 3), (2, 5)" for positional
+    tensors, "input_ids (2, 16), attention_mask (2, 16)" for keyword ones."""
+    import torch
+
+    def one(value):
+        return str(tuple(value.shape)) if isinstance(value, torch.Tensor) else type(value).__name__
+
+    if isinstance(inputs, dict):
+        return ", ".join(f"{key} {one(value)}" for key, value in inputs.items())
+    if isinstance(inputs, (tuple, list)):
+        return ", ".join(one(value) for value in inputs)
+    return one(inputs)
+
+
+def rejected(where, inputs, error):
+    """The ValueError for a model that failed on `inputs`: the module it failed in (`where`), the shapes it was
+    given, and PyTorch's own message."""
+    return ValueError(f"the model rejected the input (failed in module '{where}', given {shapes_text(inputs)}): "
+                      f"{error}")
+
+
 def map_batch(inputs, on_tensor, on_samples):
     """`inputs` with `on_tensor` applied to each tensor (its batch dimension first) and `on_samples` to each list
     within the arguments (one item per sample, as torchvision's detection models take images and targets)."""

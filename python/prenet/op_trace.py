@@ -273,7 +273,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
     from .autocast_policy import CudaAutocast
     from .fused_recurrent import fused_recurrent_layers
     from .meta_model import to_meta, weights_on_meta
-    from .model_inputs import call
+    from .model_inputs import call, rejected
 
     recorder = _recorder(meta, _direct_mode_setter() if direct_mode else None)
     owners = _BackwardOwners(recorder)
@@ -314,7 +314,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
         raise
     except Exception as error:
         where = recorder.modules[-1][0] if recorder.modules else "before any module"
-        raise ValueError(f"the model rejected the input (failed in module '{where}'): {error}") from error
+        raise rejected(where, inputs, error) from error
     finally:
         for handle in handles:
             handle.remove()

@@ -535,8 +535,9 @@ def test_cpu_estimates_say_when_this_machine_is_not_the_measured_host(monkeypatc
     from prenet import host_cost
 
     monkeypatch.setattr(host_cost, "cpu_model", lambda: "Some Other CPU 9000")
-    with pytest.warns(UserWarning, match=r"this machine's CPU \(Some Other CPU 9000\) is not the host"):
+    with pytest.warns(UserWarning, match=r"this machine's CPU \(Some Other CPU 9000\) is not the host") as caught:
         prenet.predict(SmallCnn(), batch=4, gpu="cpu", input_shape=(3, 16, 16), dataset_size=8)
+    assert caught[0].filename == __file__  # the caller's line, not prenet's
     monkeypatch.setattr(host_cost, "cpu_model", lambda: "Intel(R) Xeon(R) Processor")
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -73,7 +73,8 @@ def main(argv=None):
     linear = LinearRegression().fit(inputs, target)
 
     paths = {
-        "native (prenet, features included)": (lambda rows: bundle.predict(args.kind, "forward", configs[:rows], catalog, gpu)),
+        "native (prenet, features included)": (
+            lambda rows: bundle.predict(args.kind, "forward", configs[:rows], catalog, gpu)),
         "Python xgboost Booster.predict": (lambda rows: booster.predict(xgboost.DMatrix(inputs[:rows]))),
         "scikit-learn RandomForestRegressor.predict": (lambda rows: forest.predict(inputs[:rows])),
         "scikit-learn LinearRegression.predict": (lambda rows: linear.predict(inputs[:rows])),

@@ -68,8 +68,8 @@ def main():
         "# What prenet.predict costs against one CPU forward pass at batch 1", "",
         f"`python bench/predict_cost.py` ({time.strftime('%Y-%m-%d')}; torch {torch.__version__}, "
         f"{torch.get_num_threads()} threads, {platform.machine()}; {REPEATS} rounds after a warm-up, the four timings "
-        "in turn in each; medians, the ratio the median of the rounds' ratios, and predict's mean with the ratio of the "
-        "means). predict: "
+        "in turn in each; medians, the ratio the median of the rounds' ratios, and predict's mean with the ratio of "
+        "the means). predict: "
         "batch 32, 1,024 samples, fp32, SGD. Target: predict below 0.25 forward passes.", "",
         "Of predict: tracing the step (`estimate.trace_steps`) and costing the traced operators on the GPU "
         "(`estimate.estimate_traced`), each timed alone.", "",

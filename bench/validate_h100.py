@@ -46,7 +46,8 @@ def build(name):
         ids = torch.randint(30522, (1, 128))
         return model, {"example_input": {"input_ids": ids, "labels": torch.zeros(1, dtype=torch.long)}}, source
     if name == "gpt2":
-        model = transformers.GPT2LMHeadModel(transformers.GPT2Config()) if transformers else reference_models.gpt2_small()
+        model = (transformers.GPT2LMHeadModel(transformers.GPT2Config()) if transformers else
+                 reference_models.gpt2_small())
         ids = torch.randint(50257, (1, 256))
         return model, {"example_input": {"input_ids": ids, "labels": ids}}, source
     raise ValueError(f"unknown validation model {name!r}")

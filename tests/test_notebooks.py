@@ -40,6 +40,7 @@ def test_there_are_notebooks():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_executes(path, venv_kernel, tmp_path):
     notebook = nbformat.read(path, as_version=4)
-    NotebookClient(notebook, kernel_name=venv_kernel, timeout=600, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    resources = {"metadata": {"path": str(tmp_path)}}
+    NotebookClient(notebook, kernel_name=venv_kernel, timeout=600, resources=resources).execute()
     errors = [o for cell in notebook.cells for o in cell.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors

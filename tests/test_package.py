@@ -19,8 +19,8 @@ def test_import_is_fast_and_does_not_load_torch():
 
 @pytest.mark.parametrize("order", ["import torch, prenet", "import prenet, torch"])
 def test_import_order_with_torch(order):
-    result = _python(order + "; print(prenet.layer_features('linear', batch=1, in_features=2, out_features=2)['params'],"
-                     " torch.ones(2).sum().item())")
+    result = _python(order + "; print(prenet.layer_features('linear', batch=1, in_features=2, "
+                     "out_features=2)['params'], torch.ones(2).sum().item())")
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["6.0", "2.0"]
 

@@ -102,7 +102,8 @@ def test_predict_layer_api(tmp_path, layer_norm_rows, monkeypatch):
     conv = dict(batch=1, in_channels=3, out_channels=8, kernel_size=3, height=8, width=8)
     times = prenet.layer_time("conv2d", gpu="T4", bundle=str(tmp_path), **conv)
     assert times["forward_basis"] == "roofline"
-    assert times["forward_ms"] == pytest.approx(prenet.layer_features("conv2d", gpu="T4", **conv)["forward_roofline_ms"])
+    roofline_ms = prenet.layer_features("conv2d", gpu="T4", **conv)["forward_roofline_ms"]
+    assert times["forward_ms"] == pytest.approx(roofline_ms)
     with pytest.raises(ValueError, match="mode must be one of"):
         prenet.predict_layer("layer_norm", gpu="T4", mode="inference", bundle=str(tmp_path), batch=1,
                              normalized_shape=8)
@@ -140,7 +141,8 @@ def test_packaged_bundle_loads_and_predicts_every_kind():
     """The bundle committed in data/predictors/gpu ships with the package and serves each of its kinds."""
     bundle = core().PredictorBundle(str(prenet.predictors.PACKAGED_BUNDLE))
     examples = {"linear": dict(batch=32, seq_len=128, in_features=768, out_features=3072),
-                "conv2d": dict(batch=32, in_channels=64, out_channels=64, kernel_size=3, padding=1, height=56, width=56),
+                "conv2d": dict(batch=32, in_channels=64, out_channels=64, kernel_size=3, padding=1, height=56,
+                               width=56),
                 "bmm": dict(batch=48, m=128, k=64, n=128), "layer_norm": dict(batch=4096, normalized_shape=768),
                 "softmax": dict(batch=4096, features=128), "relu": dict(batch=64, features=100352),
                 "gelu": dict(batch=4096, features=3072), "add": dict(batch=4096, features=768)}

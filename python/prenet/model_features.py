@@ -122,7 +122,8 @@ def _mappers():
     convolutions = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
     return {**dict.fromkeys(convolutions, _convolution), nn.Linear: _linear, nn.RNN: _recurrent,
             nn.LSTM: _recurrent, nn.GRU: _recurrent, nn.MultiheadAttention: _attention, nn.Embedding: _embedding,
-            nn.LayerNorm: _layer_norm, nn.BatchNorm2d: _batchnorm2d, nn.MaxPool2d: _pool2d("maxpool2d"), nn.AvgPool2d: _pool2d("avgpool2d"),
+            nn.LayerNorm: _layer_norm, nn.BatchNorm2d: _batchnorm2d, nn.MaxPool2d: _pool2d("maxpool2d"),
+            nn.AvgPool2d: _pool2d("avgpool2d"),
             nn.AdaptiveAvgPool2d: _adaptive_avgpool2d, nn.ReLU: _pointwise("relu"), nn.ReLU6: _pointwise("relu"),
             nn.GELU: _pointwise("gelu"), nn.Tanh: _pointwise("tanh"), nn.Sigmoid: _pointwise("sigmoid"),
             nn.SiLU: _pointwise("silu"), nn.Softmax: _softmax}

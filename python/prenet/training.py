@@ -175,8 +175,8 @@ class MlpRegressor:
     def export(self):
         """Weights in the native dense format, the output de-standardisation folded into the last layer."""
         linears = [m for m in self.net if hasattr(m, "weight")]
-        layers = [{"weight": m.weight.detach().double().numpy().tolist(), "bias": m.bias.detach().double().numpy().tolist()}
-                  for m in linears]
+        layers = [{"weight": m.weight.detach().double().numpy().tolist(),
+                   "bias": m.bias.detach().double().numpy().tolist()} for m in linears]
         last = layers[-1]
         last["weight"] = (np.array(last["weight"]) * self.y_scale).tolist()
         last["bias"] = (np.array(last["bias"]) * self.y_scale + self.y_mean).tolist()
@@ -211,7 +211,8 @@ def make_model(family, mlp_epochs=300, seed=0, trees=None):
         return xgboost.XGBRFRegressor(n_estimators=trees or 100, max_depth=12, subsample=0.8, colsample_bynode=0.8,
                                       random_state=seed, n_jobs=2, tree_method="hist")
     if family == "gradient_boosting":  # scikit-learn's GradientBoostingRegressor defaults
-        return xgboost.XGBRegressor(n_estimators=trees or 100, max_depth=3, learning_rate=0.1, random_state=seed, n_jobs=2, tree_method="hist")
+        return xgboost.XGBRegressor(n_estimators=trees or 100, max_depth=3, learning_rate=0.1, random_state=seed,
+                                    n_jobs=2, tree_method="hist")
     if family == "xgboost":
         return xgboost.XGBRegressor(n_estimators=trees or 600, max_depth=8, learning_rate=0.05, subsample=0.8,
                                     colsample_bytree=0.8, random_state=seed, n_jobs=2, tree_method="hist")

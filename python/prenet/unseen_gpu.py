@@ -217,7 +217,8 @@ def main(argv=None):
     print(outcome["markdown"])
     print(f"written {write(outcome, args.out)}")
     if args.intervals:
-        write_intervals(outcome, args.interval_set, args.intervals, " ".join(argv if argv is not None else sys.argv[1:]))
+        command = " ".join(argv if argv is not None else sys.argv[1:])
+        write_intervals(outcome, args.interval_set, args.intervals, command)
 
 
 def write_intervals(outcome, set_name, path, arguments):

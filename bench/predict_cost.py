@@ -21,12 +21,12 @@ REPEATS = 21
 CASES = [("resnet50", "V100"), ("resnet50", "H100"), ("resnet18", "V100")]
 
 
-def interleaved_seconds(runs):
-    """{name: seconds of each round} for `runs` ({name: function}), run in turn REPEATS times after a warm-up."""
+def interleaved_seconds(runs, repeats=REPEATS):
+    """{name: seconds of each round} for `runs` ({name: function}), run in turn `repeats` times after a warm-up."""
     for run in runs.values():
         run()
     times = {name: [] for name in runs}
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         for name, run in runs.items():
             started = time.perf_counter()
             run()

@@ -3,10 +3,10 @@
 A predict makes tens of thousands of short-lived objects (an Op per traced operator, its shapes, meta tensors,
 autograd nodes); refcounting frees nearly all of them when the predict ends. With the collector on, the objects
 alive at each of its young-generation passes (every 700 allocations) are promoted, and every few predicts the
-promotions add up to a full collection, which walks every object the process holds (PyTorch's and the user's:
-about 48 ms here beside a ResNet-50, about 5 ms per predict on average). Paused, no pass runs, nothing is promoted,
-and what the predict freed leaves no debt behind. The collector is process-wide: another thread's reference cycles
-wait for the predict to end.
+promotions add up to a full collection, which walks every object the process holds (PyTorch's and the user's: about
+48 ms here beside a ResNet-50, about 4 ms per predict on average: bench/collector_pause.py). Paused, no pass runs,
+nothing is promoted, and what the predict freed leaves no debt behind. The collector is process-wide: another
+thread's reference cycles wait for the predict to end.
 """
 import functools
 import gc

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from . import host_calibration, host_cost, launch_gap, launch_queue, op_costs, op_trace, uncertainty
 from ._native import core
-from .collector_paused import collector_paused
 from .catalog import host_catalog, unmeasured_host_warning
+from .collector_paused import collector_paused
 from .model_inputs import input_maker
 from .model_state import in_mode
 from .predictors import (MIXED_PRECISIONS, PACKAGED_UNSEEN_BUNDLE, check_precision, gpu_bundle_folder,

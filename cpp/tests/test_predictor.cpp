@@ -144,7 +144,8 @@ TEST_F(BundleTest, TreeEnsembleFollowsXgboostSemantics) {
 }
 
 TEST_F(BundleTest, ARowWithAMissingValueFollowsTheDefaultDirectionBesideRowsWithout) {
-    // Rows without a missing value take a shorter walk than rows with one; mixed in one call, each takes its own.
+    // Rows without a missing value are walked by their splits alone, rows with one also by the default direction;
+    // mixed in one call, each takes its own path.
     write("m.json", tree_model());
     const auto model = prenet::load_regressor("xgboost", (folder_ / "m.json").string(), 2);
     const double nan = std::numeric_limits<double>::quiet_NaN();

@@ -51,7 +51,9 @@ CudaDriver::CudaDriver() {
 }
 
 void CudaDriver::check(int result, const char* what) const {
-    if (result != 0) throw std::runtime_error(std::string(what) + " failed with CUDA driver error " + std::to_string(result));
+    if (result != 0) {
+        throw std::runtime_error(std::string(what) + " failed with CUDA driver error " + std::to_string(result));
+    }
 }
 
 std::string CudaDriver::device_name(int device) const {

@@ -160,7 +160,8 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
     if (name == "adamw") return std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(lr));
     if (name == "rmsprop") return std::make_unique<torch::optim::RMSprop>(params, torch::optim::RMSpropOptions(lr));
     if (name == "adagrad") return std::make_unique<torch::optim::Adagrad>(params, torch::optim::AdagradOptions(lr));
-    throw std::invalid_argument("unknown optimizer '" + name + "'; accepted: sgd sgd_momentum adam adamw rmsprop adagrad");
+    throw std::invalid_argument("unknown optimizer '" + name +
+                                "'; accepted: sgd sgd_momentum adam adamw rmsprop adagrad");
 }
 
 void add_stats(JsonLine& out, const std::string& prefix, const PhaseStats& s) {

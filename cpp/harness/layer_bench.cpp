@@ -65,7 +65,8 @@ LayerBench recurrent(const Request& r, const torch::TensorOptions& o) {
 // Self-attention on (seq_len, batch, embed_dim), without returning attention weights (as nn.Transformer does).
 LayerBench multihead_attention(const Request& r, const torch::TensorOptions& o) {
     torch::nn::MultiheadAttention layer(
-        torch::nn::MultiheadAttentionOptions(r.integer("embed_dim"), r.integer("num_heads")).bias(r.integer("bias", 1) != 0));
+        torch::nn::MultiheadAttentionOptions(r.integer("embed_dim"), r.integer("num_heads"))
+            .bias(r.integer("bias", 1) != 0));
     layer->to(o.device(), o.dtype().toScalarType());
     auto x = input({r.integer("seq_len"), r.integer("batch"), r.integer("embed_dim")}, o);
     return {parameters_of(layer),

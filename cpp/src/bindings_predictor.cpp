@@ -84,8 +84,9 @@ void bind_predictor(py::module_& m) {
              "_optimizer_ms, the times on CUDA cores (fp32_strict) of a layer the precision puts on tensor cores "
              "(else the same times), predicted in the same batch")
         .def("update_ms",
-             [](const prenet::PredictorBundle& b, const std::vector<double>& elements, const prenet::GpuCatalog& catalog,
-                const std::string& gpu, const std::string& optimizer, const prenet::IssueGaps& issue_gap_ms) {
+             [](const prenet::PredictorBundle& b, const std::vector<double>& elements,
+                const prenet::GpuCatalog& catalog, const std::string& gpu, const std::string& optimizer,
+                const prenet::IssueGaps& issue_gap_ms) {
                  std::vector<double> ms;
                  for (const auto& t : prenet::estimate_update_times(b, elements, catalog.find(gpu), optimizer,
                                                                     issue_gap_ms)) {

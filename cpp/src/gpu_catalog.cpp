@@ -113,7 +113,9 @@ GpuCatalog GpuCatalog::load_csv(const std::string& path) {
         const RowReader r(table, row);
         GpuSpec g;
         g.name = r.text("name");
-        if (g.name.empty()) throw std::runtime_error(path + ": line " + std::to_string(table.line_of(row)) + " has no name");
+        if (g.name.empty()) {
+            throw std::runtime_error(path + ": line " + std::to_string(table.line_of(row)) + " has no name");
+        }
         g.aliases = split_aliases(r.text("aliases"));
         g.vendor = r.text("vendor");
         g.architecture = r.text("architecture");

@@ -302,7 +302,9 @@ std::vector<LayerTime> estimate_update_times(const PredictorBundle& bundle, cons
     std::vector<LayerTime> out(tensor_elements.size());
     Planner planner(bundle, gpu, optimizer, out, issue_gap_ms);
     for (std::size_t row = 0; row < tensor_elements.size(); ++row) {
-        if (tensor_elements[row] > 0) planner.update(tensor_elements[row], {row, kOptimizer, 1.0, TimeBasis::predicted});
+        if (tensor_elements[row] > 0) {
+            planner.update(tensor_elements[row], {row, kOptimizer, 1.0, TimeBasis::predicted});
+        }
     }
     planner.flush();
     return out;

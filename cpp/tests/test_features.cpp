@@ -258,7 +258,8 @@ TEST(Features, ComputeBoundRoofline) {
 TEST(Features, NamesMatchValuesForEveryKind) {
     const std::map<std::string, std::map<std::string, std::int64_t>> samples = {
         {"linear", {{"batch", 1}, {"in_features", 1}, {"out_features", 1}}},
-        {"conv2d", {{"batch", 1}, {"in_channels", 1}, {"out_channels", 1}, {"kernel_size", 1}, {"height", 1}, {"width", 1}}},
+        {"conv2d",
+         {{"batch", 1}, {"in_channels", 1}, {"out_channels", 1}, {"kernel_size", 1}, {"height", 1}, {"width", 1}}},
         {"convolution", {{"batch", 1}, {"in_channels", 1}, {"out_channels", 1}, {"in_positions", 1},
                          {"out_positions", 1}, {"kernel_positions", 1}}},
         {"rnn", {{"batch", 1}, {"seq_len", 1}, {"input_size", 1}, {"hidden_size", 1}}},

@@ -11,7 +11,8 @@ prenet::LayerConfig layer_norm(std::int64_t batch, std::int64_t seq_len) {
 }
 
 // The CPU set's ranges: up to 509 samples of up to 511 rows.
-const prenet::ParameterRanges kCpuRanges = {{"batch", {1, 509}}, {"seq_len", {1, 511}}, {"normalized_shape", {1, 8192}}};
+const prenet::ParameterRanges kCpuRanges = {
+    {"batch", {1, 509}}, {"seq_len", {1, 511}}, {"normalized_shape", {1, 8192}}};
 
 TEST(WithinFittedRows, RowsOfOneSampleBeyondTheRangeBecomeEqualFactors) {
     const auto placed = prenet::within_fitted_rows(layer_norm(4096, 1), kCpuRanges);

@@ -51,7 +51,8 @@ TEST(LayerKinds, ConfigureFillsDefaults) {
 
 TEST(LayerKinds, BadConfigurationsNameTheProblem) {
     const auto& linear = find_layer_kind("linear");
-    auto msg = error_of([&] { linear.configure({{"batch", 1}, {"in_features", 3}, {"out_features", 4}, {"widht", 2}}); });
+    auto msg =
+        error_of([&] { linear.configure({{"batch", 1}, {"in_features", 3}, {"out_features", 4}, {"widht", 2}}); });
     EXPECT_NE(msg.find("unknown key 'widht'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("in_features"), std::string::npos) << msg;
     msg = error_of([&] { linear.configure({{"batch", 1}, {"in_features", 3}}); });
@@ -77,7 +78,8 @@ TEST(LayerKinds, RelationsBetweenParametersAreChecked) {
     });
     EXPECT_NE(msg.find("groups 4 must divide"), std::string::npos) << msg;
     msg = error_of([] {
-        find_layer_kind("multihead_attention").configure({{"batch", 1}, {"seq_len", 4}, {"embed_dim", 10}, {"num_heads", 3}});
+        find_layer_kind("multihead_attention")
+            .configure({{"batch", 1}, {"seq_len", 4}, {"embed_dim", 10}, {"num_heads", 3}});
     });
     EXPECT_NE(msg.find("num_heads 3 does not divide embed_dim 10"), std::string::npos) << msg;
 }

@@ -38,7 +38,8 @@ double forward_bytes_of(const std::vector<KernelWork>& work) {
 TEST(Kernels, BackwardKernelsOfProductsRepeatTheExactGradientFlops) {
     const auto linear = find_layer_kind("linear").configure(
         {{"batch", 8}, {"seq_len", 16}, {"in_features", 96}, {"out_features", 40}, {"bias", 0}});
-    EXPECT_DOUBLE_EQ(forward_flops_of(linear.kind().backward_kernels(linear)), linear.kind().cost(linear, 4).backward_flops);
+    EXPECT_DOUBLE_EQ(forward_flops_of(linear.kind().backward_kernels(linear)),
+                     linear.kind().cost(linear, 4).backward_flops);
     const auto bmm = find_layer_kind("bmm").configure({{"batch", 12}, {"m", 7}, {"k", 64}, {"n", 33}});
     EXPECT_DOUBLE_EQ(forward_flops_of(bmm.kind().backward_kernels(bmm)), bmm.kind().cost(bmm, 4).backward_flops);
     // Stride 1, odd kernel, "same" padding: the transposed convolution has the forward's shape and MACs.
@@ -108,7 +109,8 @@ TEST(Kernels, AnyConvolutionIsItsImplicitGemmWithTheExactMultiplyAdds) {
             const auto kernels = c.kind().forward_kernels(c);
             ASSERT_EQ(kernels.size(), 1u);
             EXPECT_EQ(kernels[0].kind, "linear");
-            EXPECT_EQ(kernels[0].config.at("seq_len") * kernels[0].config.at("out_features"), 8 * (transposed ? 16 * 60 : 32 * 56));
+            EXPECT_EQ(kernels[0].config.at("seq_len") * kernels[0].config.at("out_features"),
+                      8 * (transposed ? 16 * 60 : 32 * 56));
             const double tolerance = transposed ? 0.5 / kernels[0].config.at("in_features") : 0;
             EXPECT_NEAR(forward_flops_of(kernels), cost.forward_flops, tolerance * cost.forward_flops);
             // dX runs the other way with the same multiply-adds, dW repeats them; db sums dY.
@@ -224,7 +226,8 @@ protected:
 
 TEST_F(EstimatorTest, PredictedForwardComposedBackwardAndRooflineOptimizer) {
     const auto bundle = prenet::PredictorBundle::load(folder_.string());
-    const auto c = find_layer_kind("linear").configure({{"batch", 32}, {"in_features", 64}, {"out_features", 128}, {"bias", 0}});
+    const auto c =
+        find_layer_kind("linear").configure({{"batch", 32}, {"in_features", 64}, {"out_features", 128}, {"bias", 0}});
     const auto cost = c.kind().cost(c, 4);
     const auto t = prenet::estimate_layer_times(bundle, {c}, gpu_, "adam").front();
     EXPECT_NEAR(t.forward_ms, 1e-9 * cost.forward_flops, 1e-15);
@@ -466,8 +469,9 @@ TEST_F(EstimatorTest, TwoBytePrecisionsUseTheMatrixRateAndHalveTheTraffic) {
     const auto relu = find_layer_kind("relu").configure({{"batch", 1}, {"features", 1000001}});
     // Matrix kind: roofline at 160 TFLOPS with 2-byte operands over the fp32 roofline.
     const auto narrow_cost = linear.kind().cost(linear, 2), wide_cost = linear.kind().cost(linear, 4);
-    const double expected = std::max(1e3 * narrow_cost.forward_flops / 160e12, 1e3 * narrow_cost.forward_bytes / 100e9) /
-                            std::max(1e3 * wide_cost.forward_flops / 10e12, 1e3 * wide_cost.forward_bytes / 100e9);
+    const double expected =
+        std::max(1e3 * narrow_cost.forward_flops / 160e12, 1e3 * narrow_cost.forward_bytes / 100e9) /
+        std::max(1e3 * wide_cost.forward_flops / 10e12, 1e3 * wide_cost.forward_bytes / 100e9);
     EXPECT_NEAR(prenet::tensor_core_factor(linear, hopper, Precision::bf16), expected, 1e-12);
     // Memory-bound kind: the configuration moving the same bytes in fp32 (batch 1, so the features halve).
     const auto half = prenet::narrowed(relu, Precision::bf16);
@@ -542,8 +546,8 @@ TEST_F(EstimatorTest, MaxPoolingsIndicesKeepTheirWidthUnderATwoBytePrecision) {
     const double input = 8.0 * 64 * 112 * 112, output = 8.0 * 64 * 56 * 56;
     const auto fp32 = prenet::estimate_layer_times(bundle, {pool}, gpu, "sgd")[0];
     const auto bf16 = prenet::estimate_layer_times(bundle, {pool}, gpu, "sgd", Precision::bf16)[0];
-    EXPECT_NEAR(bf16.forward_ms / fp32.forward_ms, (2 * (input + output) + 8 * output) / (4 * (input + output) + 8 * output),
-                1e-4);
+    EXPECT_NEAR(bf16.forward_ms / fp32.forward_ms,
+                (2 * (input + output) + 8 * output) / (4 * (input + output) + 8 * output), 1e-4);
     EXPECT_NEAR(bf16.backward_ms / fp32.backward_ms,
                 (2 * (2 * input + output) + 8 * output) / (4 * (2 * input + output) + 8 * output), 1e-4);
 }

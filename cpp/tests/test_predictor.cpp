@@ -58,14 +58,16 @@ std::vector<prenet::LayerConfig> linear_configs() {
 TEST_F(BundleTest, LinearModelWithIndicatorsAndLogTarget) {
     // log(ms) = 0.5 * (batch - 1) / 2 + 1.0 * [optimizer = adam] - 0.25
     write("manifest.json", manifest(R"(["batch", "optimizer=adam", "gpu=Test GPU"])"));
-    write("m.json", R"({"mean": [1, 0, 0], "scale": [2, 1, 1], "layers": [{"weight": [[0.5, 1.0, 0.0]], "bias": [-0.25]}]})");
+    write("m.json",
+          R"({"mean": [1, 0, 0], "scale": [2, 1, 1], "layers": [{"weight": [[0.5, 1.0, 0.0]], "bias": [-0.25]}]})");
     const auto bundle = prenet::PredictorBundle::load(folder_.string());
     const auto sgd = bundle.predict_ms("linear", "forward", linear_configs(), gpu(), "sgd");
     EXPECT_NEAR(sgd[0], std::exp(0.5 * 0.5 - 0.25), 1e-12);
     EXPECT_NEAR(sgd[1], std::exp(0.5 * 3.5 - 0.25), 1e-12);
     const auto adam = bundle.predict_ms("linear", "forward", linear_configs(), gpu(), "adam");
     EXPECT_NEAR(adam[0], std::exp(0.5 * 0.5 + 1.0 - 0.25), 1e-12);
-    const auto inputs = prenet::model_inputs({"batch", "optimizer=adam", "gpu=Test GPU"}, linear_configs(), gpu(), "adam");
+    const auto inputs =
+        prenet::model_inputs({"batch", "optimizer=adam", "gpu=Test GPU"}, linear_configs(), gpu(), "adam");
     EXPECT_EQ(inputs(1, 0), 8);
     EXPECT_EQ(inputs(1, 1), 1);
     EXPECT_EQ(inputs(1, 2), 1);
@@ -91,18 +93,22 @@ TEST_F(BundleTest, RowsArePlacedWithinTheFittedRangesTheManifestRecords) {
     write("m.json", R"({"mean": [0], "scale": [64], "layers": [{"weight": [[1]], "bias": [0]}]})");
     const auto bundle = prenet::PredictorBundle::load(folder_.string());
     const auto& linear = prenet::find_layer_kind("linear");
-    const auto one_sample = linear.configure({{"batch", 1}, {"seq_len", 4096}, {"in_features", 3}, {"out_features", 4}});
+    const auto one_sample =
+        linear.configure({{"batch", 1}, {"seq_len", 4096}, {"in_features", 3}, {"out_features", 4}});
     const auto within = linear.configure({{"batch", 2}, {"seq_len", 7}, {"in_features", 3}, {"out_features", 4}});
     const auto ms = bundle.predict_ms("linear", "forward", {one_sample, within}, gpu(), "sgd");
     EXPECT_NEAR(ms[0], std::exp(1.0), 1e-12);
     EXPECT_NEAR(ms[1], std::exp(2.0 / 64), 1e-12);  // within the ranges: as given
     EXPECT_EQ(bundle.fitted_ranges("linear").at("seq_len").second, 502);
     EXPECT_TRUE(bundle.fitted_ranges("conv2d").empty());
-    write("manifest.json", R"({"fitted_on": {"ranges": {"linear": {"batch": [1]}}}, )" + manifest(R"(["batch"])").substr(1));
+    write("manifest.json",
+          R"({"fitted_on": {"ranges": {"linear": {"batch": [1]}}}, )" + manifest(R"(["batch"])").substr(1));
     EXPECT_NE(load_error().find("missing or has malformed fields"), std::string::npos);
-    write("manifest.json", R"({"fitted_on": {"ranges": {"linear": {"bias": [0, 0]}}}, )" + manifest(R"(["batch"])").substr(1));
+    write("manifest.json",
+          R"({"fitted_on": {"ranges": {"linear": {"bias": [0, 0]}}}, )" + manifest(R"(["batch"])").substr(1));
     EXPECT_EQ(load_error(), "");  // a flag fitted at 0 only is a range
-    write("manifest.json", R"({"fitted_on": {"ranges": {"linear": {"batch": [9, 2]}}}, )" + manifest(R"(["batch"])").substr(1));
+    write("manifest.json",
+          R"({"fitted_on": {"ranges": {"linear": {"batch": [9, 2]}}}, )" + manifest(R"(["batch"])").substr(1));
     EXPECT_NE(load_error().find("fitted_on.ranges of linear, batch is [9,2], not [smallest, largest]"),
               std::string::npos) << load_error();
 }
@@ -115,7 +121,8 @@ TEST_F(BundleTest, UnknownKindOrModeIsNamed) {
         bundle.predict_ms("conv2d", "train", {}, gpu(), "sgd");
         FAIL();
     } catch (const std::invalid_argument& e) {
-        EXPECT_NE(std::string(e.what()).find("no predictor for layer kind 'conv2d' in mode 'train'"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("no predictor for layer kind 'conv2d' in mode 'train'"),
+                  std::string::npos);
         EXPECT_NE(std::string(e.what()).find("linear/forward"), std::string::npos);
     }
 }
@@ -139,7 +146,8 @@ TEST_F(BundleTest, TreeEnsembleFollowsXgboostSemantics) {
     EXPECT_NEAR(ms[0], std::exp(0.5 + 0.25 - 1.5), 1e-6);  // batch 2 < 4: left leaf
     EXPECT_NEAR(ms[1], std::exp(0.5 + 2.0 - 1.5), 1e-6);   // batch 8: right leaf
     // A split at exactly the threshold goes right (x < split is the left test).
-    const auto at_split = prenet::find_layer_kind("linear").configure({{"batch", 4}, {"in_features", 3}, {"out_features", 4}});
+    const auto at_split =
+        prenet::find_layer_kind("linear").configure({{"batch", 4}, {"in_features", 3}, {"out_features", 4}});
     EXPECT_NEAR(bundle.predict_ms("linear", "forward", {at_split}, gpu(), "sgd")[0], std::exp(1.0), 1e-6);
 }
 

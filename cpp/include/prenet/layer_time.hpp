@@ -35,16 +35,15 @@ struct LayerTime {
 //             backward_bytes / forward_bytes.
 //  optimizer  the bundle's (kind, "optimizer") predictor; else, per parameter tensor, the optimizer's kernels as
 //             add-shaped kernels sharing its element passes (an add moves 3 elements per element).
-// Every leaf kernel runs in `precision` (prenet/precision.hpp; the predictors learned from fp32 CUDA-core
-// kernels only): tensor-core kinds keep the efficiency predicted for fp32 on the precision's roofline (their fp32
-// time times tensor_core_factor; a kind with tensor_core_kernels, a convolution, as those kernels: its implicit
-// GEMM so moved and its layout transposes), memory-bound kinds are timed as their narrowed configuration. The optimizer's
-// update runs in fp32 whatever the precision. `issue_gap_ms`: per kernel kind, the host time that every latency
-// the bundle learned for it includes (the measurement's time to issue the operator, see prenet/launch_gap.py);
-// taken off each predicted kernel of that kind (a composite layer's kernels each by their own kind's) to leave
-// its device time, never below the kernel's roofline bound (nor above its prediction); a kind not listed keeps
-// its latencies as measured. Predictions are batched per (kind, mode). Throws std::invalid_argument for an
-// unknown optimizer or a precision the GPU lacks.
+// Every leaf kernel runs in `precision` (prenet/precision.hpp; the predictors learned from fp32 CUDA-core kernels
+// only): tensor-core kinds keep the efficiency predicted for fp32 on the precision's roofline (their fp32 time times
+// tensor_core_factor; a kind with tensor_core_kernels, a convolution, as those kernels: its implicit GEMM so moved and
+// its layout transposes), memory-bound kinds are timed as their narrowed configuration. The optimizer's update runs in
+// fp32 whatever the precision. `issue_gap_ms`: per kernel kind, the host time that every latency the bundle learned for
+// it includes (the measurement's time to issue the operator, see prenet/launch_gap.py); taken off each predicted kernel
+// of that kind (a composite layer's kernels each by their own kind's) to leave its device time, never below the
+// kernel's roofline bound (nor above its prediction); a kind not listed keeps its latencies as measured. Predictions
+// are batched per (kind, mode). Throws std::invalid_argument for an unknown optimizer or a precision the GPU lacks.
 using IssueGaps = std::map<std::string, double>;
 std::vector<LayerTime> estimate_layer_times(const PredictorBundle& bundle, const std::vector<LayerConfig>& configs,
                                             const GpuSpec& gpu, const std::string& optimizer,

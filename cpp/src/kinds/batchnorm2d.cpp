@@ -39,7 +39,8 @@ LayerKind make_batchnorm2d() {
     LayerKind kind;
     kind.name = "batchnorm2d";
     kind.paper_name = "BatchNorm";
-    kind.description = "Batch normalisation over (batch, height, width) per channel, training mode (torch.nn.BatchNorm2d)";
+    kind.description =
+        "Batch normalisation over (batch, height, width) per channel, training mode (torch.nn.BatchNorm2d)";
     kind.parameters = {
         {"batch", 1, kMaxSize, std::nullopt, "samples per batch"},
         {"channels", 1, kMaxSize, std::nullopt, "channels (num_features)"},

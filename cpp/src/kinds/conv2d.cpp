@@ -58,7 +58,8 @@ std::vector<KernelWork> conv2d_backward(const LayerConfig& c) {
                     {"channels_last", c["channels_last"]}}},
     };
     if (c["bias"]) {
-        work.push_back({"add", {{"batch", c["batch"] * c["out_channels"]}, {"features", hout * wout}}, kReductionOfAdd});
+        work.push_back(
+            {"add", {{"batch", c["batch"] * c["out_channels"]}, {"features", hout * wout}}, kReductionOfAdd});
     }
     return work;
 }

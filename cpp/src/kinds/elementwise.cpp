@@ -27,7 +27,8 @@ struct PointwiseTraits {
 PointwiseTraits traits_of(Pointwise op) {
     switch (op) {
         case Pointwise::relu: return {"relu", "ReLU activation (torch.relu)", 1, 1, 1, 3};
-        case Pointwise::gelu: return {"gelu", "GELU activation, exact erf form (torch.nn.functional.gelu)", 5, 11, 1, 3};
+        case Pointwise::gelu:
+            return {"gelu", "GELU activation, exact erf form (torch.nn.functional.gelu)", 5, 11, 1, 3};
         case Pointwise::tanh: return {"tanh", "Hyperbolic tangent activation (torch.tanh)", 1, 3, 1, 3};
         case Pointwise::sigmoid: return {"sigmoid", "Logistic sigmoid activation (torch.sigmoid)", 4, 3, 1, 3};
         case Pointwise::silu: return {"silu", "SiLU / swish activation (torch.nn.functional.silu)", 5, 9, 1, 3};

@@ -85,7 +85,8 @@ LayerKind make_pool2d(bool max) {
     // full width under a 2-byte precision.
     const auto kernels = [max](const LayerConfig& c, bool forward) {
         const LayerCost cost = pool_cost(max, c, kFp32Bytes);
-        const double plane_bytes = kFp32Bytes * static_cast<double>(c["batch"]) * c["channels"] * c["height"] * c["width"];
+        const double plane_bytes =
+            kFp32Bytes * static_cast<double>(c["batch"]) * c["channels"] * c["height"] * c["width"];
         const double passes = forward ? kUnaryElementPasses : kBinaryElementPasses;
         const std::map<std::string, std::int64_t> plane = {{"batch", c["batch"] * c["channels"]},
                                                            {"features", c["height"] * c["width"]}};

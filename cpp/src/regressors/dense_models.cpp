@@ -25,7 +25,9 @@ public:
             const auto& rows = layer.at("weight");
             Eigen::MatrixXd w(rows.size(), rows.at(0).size());
             for (std::size_t r = 0; r < rows.size(); ++r) {
-                if (rows[r].size() != static_cast<std::size_t>(w.cols())) throw std::runtime_error(path + ": ragged weight matrix");
+                if (rows[r].size() != static_cast<std::size_t>(w.cols())) {
+                    throw std::runtime_error(path + ": ragged weight matrix");
+                }
                 for (std::size_t c = 0; c < rows[r].size(); ++c) w(r, c) = rows[r][c].get<double>();
             }
             weights_.push_back(std::move(w));
@@ -49,8 +51,9 @@ public:
                                         std::to_string(inputs.cols()));
         }
         // Activations as columns, one per row of `inputs`.
-        Eigen::MatrixXd h =
-            ((inputs.rowwise() - mean_.transpose()).array().rowwise() / scale_.transpose().array()).matrix().transpose();
+        Eigen::MatrixXd h = ((inputs.rowwise() - mean_.transpose()).array().rowwise() / scale_.transpose().array())
+                                .matrix()
+                                .transpose();
         for (std::size_t i = 0; i < weights_.size(); ++i) {
             h = (weights_[i] * h).colwise() + biases_[i];
             if (i + 1 < weights_.size()) h = h.cwiseMax(0.0);  // ReLU

@@ -114,7 +114,8 @@ public:
         base_score_ = std::stod(parameters.at("base_score").get<std::string>());
         const auto& booster = learner.at("gradient_booster");
         if (booster.at("name") != "gbtree") {
-            throw std::runtime_error(path + ": booster " + booster.at("name").dump() + " is not supported (gbtree only)");
+            throw std::runtime_error(path + ": booster " + booster.at("name").dump() +
+                                     " is not supported (gbtree only)");
         }
         const auto& trees = booster.at("model").at("trees");
         for (std::size_t i = 0; i < trees.size(); ++i) {
@@ -135,7 +136,8 @@ public:
         std::vector<float> values(rows * inputs_);
         for (std::size_t r = 0; r < rows; ++r) {
             for (std::size_t c = 0; c < inputs_; ++c) {
-                values[r * inputs_ + c] = static_cast<float>(inputs(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(c)));
+                values[r * inputs_ + c] =
+                    static_cast<float>(inputs(static_cast<Eigen::Index>(r), static_cast<Eigen::Index>(c)));
             }
         }
         // A row without a missing value (NaN) is walked by its splits alone, the rest also by where missing values go.

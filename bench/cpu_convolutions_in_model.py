@@ -15,9 +15,9 @@ from pathlib import Path
 
 import torch
 import torchvision
-from threadpoolctl import threadpool_limits
 
 import prenet
+from prenet.measure import cpu_threads
 from report import write_report
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -46,8 +46,6 @@ def main(argv=None):
     parser.add_argument("--batches", type=int, nargs="*", default=[8, 32])
     parser.add_argument("--out", type=Path, default=RESULTS / "cpu_convolutions_in_model.md")
     args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    threadpool_limits(limits=1)  # the BLAS library's threads too, as prenet.measure(threads=1) and the harness run
     model = getattr(torchvision.models, args.model)(num_classes=10)
     lines, started = [], time.monotonic()
     calibrated = None
@@ -89,4 +87,5 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    with cpu_threads(1):  # the BLAS library's threads too, as prenet.measure(threads=1) and the harness run
+        main()

@@ -86,7 +86,7 @@ def _environment(model, device):
 
 
 @contextlib.contextmanager
-def _cpu_threads(threads):
+def cpu_threads(threads):
     """PyTorch's intra-op threads and every native thread pool (the BLAS library's own among them, which
     torch.set_num_threads leaves alone) at `threads` inside, restored after; None: as they are."""
     import torch
@@ -189,7 +189,7 @@ def _timed_epochs(model, device, sizes, input_shape, example_input, optimizer, p
     if precision in TF32_FLAGS:
         torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = TF32_FLAGS[precision]
     try:
-        with _cpu_threads(threads):
+        with cpu_threads(threads):
             epoch()  # warm-up
             synchronize()
             epoch_done(1)

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 import prenet
-from prenet.measure import cpu_threads
+from prenet.measure import cpu_threads, make_optimizer
 from prenet.model_inputs import call, input_maker
 from prenet.op_trace import training_loss
 from report import write_report
@@ -32,7 +32,7 @@ def measured_ms(model, inputs, batch, steps):
     from torch.profiler import ProfilerActivity, profile
 
     data = input_maker(model, inputs.get("input_shape"), inputs.get("example_input"))(batch)
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    optimizer = make_optimizer("sgd", model.parameters())  # the protocol's SGD, as prenet.measure builds it
 
     def step():
         optimizer.zero_grad(set_to_none=True)

@@ -159,8 +159,16 @@ def _recorder(meta=False, direct=None):
                 arguments.append(value)
             if kwargs:
                 tensors += _tensors(kwargs.values())
-            outputs = out if isinstance(out, (tuple, list)) else (out,)
-            input_dtypes = [dtype_names[t.dtype] for t in tensors]
+            shapes, input_dtypes = [], []
+            for t in tensors:
+                shapes.append(tuple(t.shape))
+                input_dtypes.append(dtype_names[t.dtype])
+            if isinstance(out, Tensor):  # most operators return one tensor
+                output_shapes, output_dtypes = [tuple(out.shape)], [dtype_names[out.dtype]]
+            else:
+                outputs = out if isinstance(out, (tuple, list)) else (out,)
+                output_shapes = [tuple(t.shape) if isinstance(t, Tensor) else None for t in outputs]
+                output_dtypes = [dtype_names[t.dtype] if isinstance(t, Tensor) else None for t in outputs]
             # a convolution's layout: input and weight (the last two 4-d tensors it reads; its backward reads dY
             # first) both NHWC, at least one of them only NHWC (a 1x1 kernel or a 1x1 plane is either layout)
             nhwc = False
@@ -168,12 +176,9 @@ def _recorder(meta=False, direct=None):
                 four_d = [t for t in tensors if t.dim() == 4][-2:]
                 nhwc = (len(four_d) == 2 and all(t.is_contiguous(memory_format=torch.channels_last) for t in four_d)
                         and any(channels_last(t) for t in four_d))
-            self.ops.append(Op(
-                self.phase, name, [tuple(t.shape) for t in tensors],
-                [tuple(t.shape) if isinstance(t, Tensor) else None for t in outputs], arguments,
-                module, input_dtypes[0] if tensors else "", input_dtypes,
-                [dtype_names[t.dtype] if isinstance(t, Tensor) else None for t in outputs], nhwc, module_input,
-                self.runs_on))
+            self.ops.append(Op(self.phase, name, shapes, output_shapes, arguments, module,
+                               input_dtypes[0] if tensors else "", input_dtypes, output_dtypes, nhwc, module_input,
+                               self.runs_on))
             return out
 
     return Recorder()

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import prenet
 from prenet import training
@@ -212,19 +213,44 @@ def test_every_kind_has_a_training_step_time_on_a_gpu():
         assert train == pytest.approx(t["forward_ms"] + t["backward_ms"] + t["optimizer_ms"])
 
 
-V100 = "Tesla V100-PCIE-16GB"   # what "V100" names; not a fitted device (the 32GB one is), so gpu_unseen serves it
+V100 = "Tesla V100-PCIE-32GB"   # what "V100" (the 16 GB PCIe board) is timed as: the fitted twin (measured_twin)
 
 
 def test_unfitted_gpus_are_served_by_the_unseen_bundle():
     fitted = prenet.uncertainty.fitted_devices(prenet.predictors.PACKAGED_BUNDLE)
-    assert "Tesla V100-PCIE-32GB" in fitted and V100 not in fitted
-    assert prenet.predictors.gpu_bundle_folder(None, "Tesla V100-PCIE-32GB") == prenet.predictors.PACKAGED_BUNDLE
-    assert prenet.predictors.gpu_bundle_folder(None, V100) == prenet.predictors.PACKAGED_UNSEEN_BUNDLE
-    assert prenet.predictors.gpu_bundle_folder("/some/bundle", V100) == Path("/some/bundle")
+    assert V100 in fitted and "NVIDIA H100 80GB HBM3" not in fitted
+    assert prenet.predictors.gpu_bundle_folder(None, V100) == prenet.predictors.PACKAGED_BUNDLE
+    h100 = "NVIDIA H100 80GB HBM3"
+    assert prenet.predictors.gpu_bundle_folder(None, h100) == prenet.predictors.PACKAGED_UNSEEN_BUNDLE
+    assert prenet.predictors.gpu_bundle_folder("/some/bundle", h100) == Path("/some/bundle")
+    assert prenet.predictors.measured_twin(h100) is None
     unseen = core().PredictorBundle(str(prenet.predictors.PACKAGED_UNSEEN_BUNDLE))
     config = dict(batch=32, seq_len=128, in_features=768, out_features=3072)
-    assert prenet.predict_layer("linear", gpu="V100", **config) == pytest.approx(
-        unseen.predict("linear", "forward", [config], native_catalog(), V100)[0], rel=1e-12)
+    assert prenet.predict_layer("linear", gpu="H100", **config) == pytest.approx(
+        unseen.predict("linear", "forward", [config], native_catalog(), h100)[0], rel=1e-12)
+
+
+def test_a_gpu_differing_from_a_fitted_one_in_memory_size_only_is_timed_as_that_one():
+    """The 16 GB V100 PCIe ("V100") has the fitted 32 GB board's clocks, cores, rates, bandwidth and cache; it is
+    timed by the bundle fitted on that board, as that board. A board differing in a timing specification (the SXM2
+    V100's clock) is not."""
+    sixteen = "Tesla V100-PCIE-16GB"
+    assert prenet.catalog.find_gpu("V100")["name"] == sixteen
+    assert prenet.predictors.measured_twin(sixteen) == V100 and prenet.predictors.measured_twin(V100) == V100
+    assert prenet.predictors.measured_twin("Tesla V100-SXM2-16GB") is None
+    native, _, timed = prenet.predictors.resolve("V100")
+    assert timed == V100 and native is prenet.predictors.load_bundle(str(prenet.predictors.PACKAGED_BUNDLE))
+    config = dict(batch=32, seq_len=128, in_features=768, out_features=3072)
+    assert prenet.predict_layer("linear", gpu="V100", **config) == prenet.predict_layer("linear", gpu=V100, **config)
+    # in a bundle of the caller's, among the devices that bundle was fitted on
+    assert prenet.predictors.measured_twin(sixteen, prenet.predictors.PACKAGED_UNSEEN_BUNDLE) == V100
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    asked, twin = (prenet.predict(model, batch=8, gpu=gpu, input_shape=(64,), dataset_size=64)
+                   for gpu in ("V100", V100))
+    assert asked.gpu == sixteen and twin.gpu == V100
+    assert asked.epoch_seconds == twin.epoch_seconds and asked.interval_seconds == twin.interval_seconds
+    assert asked.extrapolation == {**twin.extrapolation, "timed_as": V100} and "timed_as" not in twin.extrapolation
+    assert f"timed as {V100}" in repr(asked) and "timed as" not in repr(twin)
 
 
 def test_linear_backward_is_its_two_gradient_products():

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from . import host_calibration, host_cost, launch_gap, launch_queue, op_costs, op_trace, uncertainty
 from ._native import core
-from .catalog import host_catalog, unmeasured_host_warning
+from .catalog import device_catalog, host_catalog, unmeasured_host_warning
 from .collector_paused import collector_paused
 from .model_inputs import input_maker
 from .model_state import in_mode
@@ -49,7 +49,8 @@ class Estimate:
     # 80% interval of epoch_seconds (low, high) from the leave-one-device-out errors (prenet.uncertainty) and the
     # launch gap's spread over hosts (prenet.launch_gap), its high side reaching the CUDA-core time of operators on
     # tensor cores (_device_times), and how far the GPU lies from the fitted ones
-    # ({"nearest", "distance", "outside"}); None on the CPU.
+    # ({"nearest", "distance", "outside"}, and "timed_as": the fitted twin it was timed as, where it has one,
+    # prenet.predictors.measured_twin); None on the CPU.
     interval_seconds: object = None
     extrapolation: object = None
     # How the step was traced (prenet.op_trace): "meta" (shapes only, at the batch) or "cpu" (run for real at two
@@ -84,6 +85,8 @@ class Estimate:
             x = self.extrapolation
             sure += (f"; nearest fitted GPU {x['nearest']} (distance {x['distance']:.2f}"
                      + (f", beyond the fitted range in {', '.join(x['outside'])}" if x["outside"] else "") + ")")
+            if x.get("timed_as"):
+                sure += f"; timed as {x['timed_as']}, fitted, whose specifications it has but for memory size"
         if self.traced == "cpu":
             sure += f"; traced for real at small batches ({self.traced_for_real_because})"
         if self.calibrated:
@@ -464,8 +467,9 @@ def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision
             check_precision(op_costs.NARROW_FLOATS[dtype], gpu)
         except ValueError as error:
             raise type(error)(f"the model's weights are {dtype}: {error}") from None
-    native, catalog, device = resolve(gpu, bundle)
+    native, catalog, device = resolve(gpu, bundle)  # `device`: the one timed, `gpu`'s fitted twin where it has one
     on_gpu = catalog is not host_catalog()
+    asked = device_catalog(gpu)[1]
     calibrated = isinstance(native, host_calibration.CalibratedBundle)
     costs = native.calibration.host_costs if calibrated else host_cost.load()
     gaps = launch_gap.load() if on_gpu else None
@@ -486,7 +490,9 @@ def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision
     epoch_ms = _epoch_ms(epoch, on_gpu)
     interval = reach = None
     if on_gpu:
-        reach = uncertainty.extrapolation(device, uncertainty.fitted_devices(folder))
+        reach = uncertainty.extrapolation(asked, uncertainty.fitted_devices(folder))
+        if device != asked:
+            reach["timed_as"] = device
         if factors:
             # per op: its kind's leave-one-device-out factor, and on the high side as slow as CUDA cores where it
             # runs on tensor cores; the host's side as far as the issue cost differs between the measured hosts
@@ -496,7 +502,7 @@ def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision
                 return lambda s: uncertainty.kind_factors(s.kinds, factors, side) * (s.spread if side else 1.0)
 
             interval = tuple(1e-3 * _epoch_ms(epoch, on_gpu, scale(side), host[side]) for side in (0, 1))
-    return Estimate(gpu=device, batch=batch, dataset_size=dataset_size, optimizer=optimizer, precision=precision,
+    return Estimate(gpu=asked, batch=batch, dataset_size=dataset_size, optimizer=optimizer, precision=precision,
                     step_seconds=1e-3 * step_ms, epoch_seconds=1e-3 * epoch_ms, iterations=len(sizes),
                     device_ms=step.device_ms, host_ms=step.host_ms, optimizer_ms=step.update_ms,
                     tables=lambda: _layers_table(step.rows(), catalog, device, step_ms), interval_seconds=interval,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ._native import core
 from . import host_calibration
-from .catalog import device_catalog, host_catalog, unmeasured_host_warning
+from .catalog import device_catalog, find_gpu, host_catalog, unmeasured_host_warning
 from .layers import _as_int
 from .uncertainty import fitted_devices
 
@@ -54,16 +54,44 @@ def learned_timing(folder):
     return json.loads(manifest.read_text()).get("fitted_on", {}).get("timing", "latency")
 
 
+# The catalog's specifications a kernel's time depends on. A GPU that matches a fitted device in all of them (it
+# differs in memory size or name only, as the V100 PCIe of 16 GB from the one of 32 GB that NeuSight measured) is
+# timed as that device, by the bundle fitted on it (bench/measured_twin.py: the two bundles on such a twin).
+TIMING_SPECS = ("architecture", "sm_count", "cuda_cores", "boost_clock_mhz", "fp32_tflops", "tf32_tflops",
+                "fp16_tflops", "bf16_tflops", "memory_type", "memory_bandwidth_gbs", "l2_cache_mb")
+
+
+def measured_twin(gpu, bundle=None):
+    """The device fitted in the GPU bundle (`bundle`, else PRENET_PREDICTORS's or the packaged seen-GPU one) that
+    the GPU `gpu` (a canonical catalog name) is, or matches in every TIMING_SPECS; None where there is none."""
+    return _measured_twin(gpu, str(gpu_bundle_folder(bundle)))
+
+
+@functools.lru_cache(maxsize=None)
+def _measured_twin(gpu, folder):
+    fitted = fitted_devices(folder)
+    if gpu in fitted:
+        return gpu
+    spec = find_gpu(gpu)
+    return next((name for name in sorted(fitted)
+                 if all(find_gpu(name)[key] == spec[key] for key in TIMING_SPECS)), None)
+
+
 def resolve(gpu, bundle=None):
-    """(bundle, native catalog, canonical device name) for a GPU name or "cpu". For "cpu" on a machine other than
-    the measured host, the packaged bundle calibrated to this machine where a calibration was made
-    (prenet.host_calibration)."""
+    """(bundle, native catalog, name of the device it times) for a GPU name or "cpu". A GPU is timed as itself, or
+    as its fitted twin where it has one (measured_twin). For "cpu" on a machine other than the measured host, the
+    packaged bundle calibrated to this machine where a calibration was made (prenet.host_calibration)."""
     catalog, name = device_catalog(gpu)
     if bundle is None and catalog is host_catalog():
         calibration = this_host_calibration(name)
         native = load_bundle(str(PACKAGED_HOST_BUNDLE))
         return (host_calibration.CalibratedBundle(native, calibration) if calibration else native), catalog, name
-    return load_bundle(str(bundle or gpu_bundle_folder(None, name))), catalog, name
+    chosen = gpu_bundle_folder(bundle)
+    if chosen != PACKAGED_BUNDLE:  # the caller's (or PRENET_PREDICTORS's), loaded first: a corrupt one fails there
+        native = load_bundle(str(chosen))
+        return native, catalog, measured_twin(name, chosen) or name
+    timed = measured_twin(name) or name
+    return load_bundle(str(gpu_bundle_folder(None, timed))), catalog, timed
 
 
 def this_host_calibration(host):

@@ -8,11 +8,11 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "json_cursor.hpp"
 #include "regressors.hpp"
 
 namespace prenet::regressors {
@@ -37,20 +37,33 @@ struct Tree {
     int depth = 0;
 };
 
-template <typename T>
-std::vector<T> numbers(const nlohmann::json& values) {
-    std::vector<T> out;
-    out.reserve(values.size());
-    for (const auto& v : values) out.push_back(v.is_boolean() ? static_cast<T>(v.get<bool>()) : v.get<T>());
-    return out;
+// One tree as xgboost's JSON lists it: per node (breadth first), its children (-1 at a leaf), the input it splits
+// on, its split condition (at a leaf: the leaf value) and where a missing value goes.
+struct TreeArrays {
+    std::vector<std::int64_t> left, right, feature, default_left;
+    std::vector<double> threshold;
+};
+
+TreeArrays read_tree_arrays(JsonCursor& cursor, const std::string& where) {
+    TreeArrays t;
+    bool seen[5] = {};
+    cursor.object([&](const std::string& key) {
+        if (key == "left_children") t.left = cursor.integers(), seen[0] = true;
+        else if (key == "right_children") t.right = cursor.integers(), seen[1] = true;
+        else if (key == "split_indices") t.feature = cursor.integers(), seen[2] = true;
+        else if (key == "split_conditions") t.threshold = cursor.numbers(), seen[3] = true;
+        else if (key == "default_left") t.default_left = cursor.integers(), seen[4] = true;
+        else cursor.skip();
+    });
+    const char* names[5] = {"left_children", "right_children", "split_indices", "split_conditions", "default_left"};
+    for (int i = 0; i < 5; ++i) {
+        if (!seen[i]) throw std::out_of_range(where + " has no '" + names[i] + "'");
+    }
+    return t;
 }
 
-Tree read_tree(const nlohmann::json& j, std::size_t inputs, const std::string& where) {
-    const auto left = numbers<std::int32_t>(j.at("left_children"));
-    const auto right = numbers<std::int32_t>(j.at("right_children"));
-    const auto feature = numbers<std::int32_t>(j.at("split_indices"));
-    const auto threshold = numbers<float>(j.at("split_conditions"));
-    const auto default_left = numbers<std::uint8_t>(j.at("default_left"));
+Tree read_tree(const TreeArrays& t, std::size_t inputs, const std::string& where) {
+    const auto& [left, right, feature, default_left, threshold] = t;
     const auto nodes = static_cast<std::int32_t>(left.size());
     if (nodes == 0 || right.size() != left.size() || feature.size() != left.size() ||
         threshold.size() != left.size() || default_left.size() != left.size()) {
@@ -82,8 +95,8 @@ Tree read_tree(const nlohmann::json& j, std::size_t inputs, const std::string& w
     for (std::size_t i = 0; i < order.size(); ++i) {
         const std::int32_t n = order[i], self = static_cast<std::int32_t>(i);
         tree.nodes[i] = left[n] == -1
-                            ? Node{{self, self}, threshold[n], 0, false}
-                            : Node{{position[right[n]], position[left[n]]}, threshold[n],
+                            ? Node{{self, self}, static_cast<float>(threshold[n]), 0, false}
+                            : Node{{position[right[n]], position[left[n]]}, static_cast<float>(threshold[n]),
                                    static_cast<std::uint16_t>(feature[n]), default_left[n] != 0};
         if (left[n] != -1) tree.depth = std::max(tree.depth, depth[n] + 1);
     }
@@ -93,34 +106,82 @@ Tree read_tree(const nlohmann::json& j, std::size_t inputs, const std::string& w
 // Trees walked side by side for one row.
 constexpr std::size_t kLanes = 8;
 
+// What an xgboost JSON model holds for the ensemble, read in one pass over its text; the rest is skipped.
+struct XgboostModel {
+    std::string objective, num_feature, base_score, booster;
+    std::vector<Tree> trees;
+    bool has_trees = false;
+};
+
+// learner.objective.name, learner.learner_model_param.num_feature and .base_score, learner.gradient_booster.name
+// and .model.trees.
+XgboostModel read_xgboost_model(JsonCursor& cursor, std::size_t inputs, const std::string& path) {
+    XgboostModel m;
+    const auto model = [&](const std::string& key) {
+        if (key != "trees") return cursor.skip();
+        m.has_trees = true;
+        cursor.array([&] {
+            const std::string where = path + " tree " + std::to_string(m.trees.size());
+            m.trees.push_back(read_tree(read_tree_arrays(cursor, where), inputs, where));
+        });
+    };
+    const auto booster = [&](const std::string& key) {
+        if (key == "name") m.booster = cursor.string();
+        else if (key == "model") cursor.object(model);
+        else cursor.skip();
+    };
+    const auto parameters = [&](const std::string& key) {
+        if (key == "num_feature") m.num_feature = cursor.string();
+        else if (key == "base_score") m.base_score = cursor.string();
+        else cursor.skip();
+    };
+    const auto objective = [&](const std::string& key) {
+        if (key == "name") m.objective = cursor.string();
+        else cursor.skip();
+    };
+    const auto learner = [&](const std::string& key) {
+        if (key == "objective") cursor.object(objective);
+        else if (key == "learner_model_param") cursor.object(parameters);
+        else if (key == "gradient_booster") cursor.object(booster);
+        else cursor.skip();
+    };
+    cursor.object([&](const std::string& key) {
+        if (key == "learner") cursor.object(learner);
+        else cursor.skip();
+    });
+    cursor.finish();
+    return m;
+}
+
 class TreeEnsemble : public Regressor {
 public:
-    TreeEnsemble(const nlohmann::json& model, std::size_t inputs, const std::string& path) : inputs_(inputs) {
+    TreeEnsemble(XgboostModel model, std::size_t inputs, const std::string& path) : inputs_(inputs) {
         if (inputs > std::numeric_limits<std::uint16_t>::max()) {
             throw std::runtime_error(path + ": " + std::to_string(inputs) + " inputs; a tree model takes at most " +
                                      std::to_string(std::numeric_limits<std::uint16_t>::max()));
         }
-        const auto& learner = model.at("learner");
-        const std::string objective = learner.at("objective").at("name").get<std::string>();
-        if (objective != "reg:squarederror") {
-            throw std::runtime_error(path + ": objective '" + objective + "' is not supported (reg:squarederror only)");
+        using Field = std::pair<const char*, const std::string*>;
+        for (const auto& [field, value] : {Field{"objective.name", &model.objective},
+                                           Field{"learner_model_param.num_feature", &model.num_feature},
+                                           Field{"learner_model_param.base_score", &model.base_score},
+                                           Field{"gradient_booster.name", &model.booster}}) {
+            if (value->empty()) throw std::out_of_range(std::string("no learner.") + field);
         }
-        const auto& parameters = learner.at("learner_model_param");
-        const auto features = std::stoul(parameters.at("num_feature").get<std::string>());
+        if (!model.has_trees) throw std::out_of_range("no learner.gradient_booster.model.trees");
+        if (model.objective != "reg:squarederror") {
+            throw std::runtime_error(path + ": objective '" + model.objective +
+                                     "' is not supported (reg:squarederror only)");
+        }
+        const auto features = std::stoul(model.num_feature);
         if (features != inputs) {
             throw std::runtime_error(path + ": the model takes " + std::to_string(features) +
                                      " features, the bundle lists " + std::to_string(inputs));
         }
-        base_score_ = std::stod(parameters.at("base_score").get<std::string>());
-        const auto& booster = learner.at("gradient_booster");
-        if (booster.at("name") != "gbtree") {
-            throw std::runtime_error(path + ": booster " + booster.at("name").dump() +
-                                     " is not supported (gbtree only)");
+        base_score_ = std::stod(model.base_score);
+        if (model.booster != "gbtree") {
+            throw std::runtime_error(path + ": booster \"" + model.booster + "\" is not supported (gbtree only)");
         }
-        const auto& trees = booster.at("model").at("trees");
-        for (std::size_t i = 0; i < trees.size(); ++i) {
-            trees_.push_back(read_tree(trees[i], inputs, path + " tree " + std::to_string(i)));
-        }
+        trees_ = std::move(model.trees);
     }
 
     Eigen::VectorXd predict(const FeatureMatrix& inputs) const override {
@@ -194,17 +255,20 @@ private:
 
 std::unique_ptr<Regressor> load_tree_ensemble(const std::string& path, std::size_t inputs) {
     const std::string text = read_model_file(path);
-    nlohmann::json model;
+    XgboostModel model;
     try {
-        model = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
+        JsonCursor cursor(text);
+        model = read_xgboost_model(cursor, inputs, path);
+    } catch (const JsonError& e) {
         throw std::runtime_error(path + " is not an xgboost JSON model: " + e.what());
+    } catch (const std::out_of_range& e) {  // a tree without one of its arrays
+        throw std::runtime_error(path + " lacks fields of an xgboost JSON model: " + e.what());
     }
     try {
-        return std::make_unique<TreeEnsemble>(model, inputs, path);
-    } catch (const nlohmann::json::exception& e) {
+        return std::make_unique<TreeEnsemble>(std::move(model), inputs, path);
+    } catch (const std::out_of_range& e) {  // a field missing, or std::stoul / std::stod out of range
         throw std::runtime_error(path + " lacks fields of an xgboost JSON model: " + e.what());
-    } catch (const std::logic_error& e) {  // std::stoul / std::stod on a malformed number
+    } catch (const std::invalid_argument& e) {  // std::stoul / std::stod on a malformed number
         throw std::runtime_error(path + ": malformed model parameter: " + e.what());
     }
 }

@@ -211,6 +211,41 @@ TEST_F(BundleTest, TreeEnsembleErrorsAreClear) {
     EXPECT_NE(load_error().find("node 1 has two parents"), std::string::npos);
 }
 
+TEST_F(BundleTest, ModelFilesLoadSideBySideAndTheFirstFailureInTheManifestIsReported) {
+    // Several model files are read on several threads; every one is loaded, and where more than one fails, the
+    // error is the first failing entry's in manifest order, whichever thread met it first.
+    const std::string dense = R"({"mean": [0], "scale": [1], "layers": [{"weight": [[1]], "bias": [0]}]})";
+    const auto entry = [](const std::string& kind, const std::string& file) {
+        return R"({"kind": ")" + kind + R"(", "mode": "forward", "family": "linear", "file": ")" + file +
+               R"(", "features": ["batch"], "target": "log_ms"})";
+    };
+    const auto bundle_of = [&](const std::vector<std::string>& entries) {
+        std::string list;
+        for (const auto& e : entries) list += (list.empty() ? "" : ", ") + e;
+        return R"({"format": "prenet-predictors", "version": 1, "predictors": [)" + list + "]}";
+    };
+    const std::vector<std::string> kinds = {"linear", "conv2d", "relu", "add", "gelu", "softmax", "bmm", "layer_norm",
+                                            "embedding", "batchnorm2d"};
+    std::vector<std::string> entries;
+    for (const auto& kind : kinds) {
+        write(kind + ".json", dense);
+        entries.push_back(entry(kind, kind + ".json"));
+    }
+    write("manifest.json", bundle_of(entries));
+    const auto bundle = prenet::PredictorBundle::load(folder_.string());
+    EXPECT_EQ(bundle.available().size(), kinds.size());
+    const auto& relu = prenet::find_layer_kind("relu");
+    EXPECT_NEAR(bundle.predict_ms("relu", "forward", {relu.configure({{"batch", 3}, {"features", 8}})}, gpu(),
+                                  "sgd")[0], std::exp(3.0), 1e-9);
+    entries[7] = entry("layer_norm", "missing.json");
+    write("add.json", "{not json");
+    write("manifest.json", bundle_of(entries));
+    EXPECT_NE(load_error().find("add.json: not a valid dense model"), std::string::npos) << load_error();
+    entries.push_back(entry("relu", "relu.json"));
+    write("manifest.json", bundle_of(entries));
+    EXPECT_NE(load_error().find("(relu, forward) is listed twice"), std::string::npos) << load_error();
+}
+
 TEST_F(BundleTest, LoadErrorsAreClear) {
     EXPECT_NE(load_error().find("cannot open"), std::string::npos);
     write("manifest.json", "{not json");

@@ -167,8 +167,15 @@ private:
 
     // A leaf kernel in the step's precision. On tensor cores, a kind with tensor_core_kernels runs the faster of
     // those and its CUDA-core kernel as predicted (cuDNN's heuristics pick among the algorithms the precision
-    // allows, and TF32 allows both; a tensor-core kernel's transposes can outweigh its faster rate).
+    // allows, and TF32 allows both; a tensor-core kernel's transposes can outweigh its faster rate). A layer its
+    // predictor meets beyond its data in a parameter it has other kernels for runs those (unfitted).
     void leaf(const LayerConfig& c, const std::string& mode, Destination d, Precision precision) {
+        if (mode == "forward" && unfitted(c)) {
+            for (const auto& k : c.kind().unfitted_kernels(c)) {
+                forward_in(configure(k), scaled(d, k.count), 1, precision);
+            }
+            return;
+        }
         const LayerConfig kernel = narrowed(c, precision);
         const double factor = tensor_core_factor(kernel, gpu_, precision);
         if (mode == "forward" && kernel.kind().tensor_core_kernels &&
@@ -185,6 +192,18 @@ private:
         }
         d.weight *= factor;
         timed(kernel, mode, d);
+    }
+
+    // Whether the bundle's predictor of `c`'s kind was fitted on a range of one of its unfitted_parameters that
+    // `c` lies beyond (LayerKind::unfitted_kernels).
+    bool unfitted(const LayerConfig& c) const {
+        if (!c.kind().unfitted_kernels) return false;
+        const ParameterRanges& ranges = bundle_.fitted_ranges(c.kind().name);
+        for (const auto& name : c.kind().unfitted_parameters) {
+            const auto range = ranges.find(name);
+            if (range != ranges.end() && (c[name] < range->second.first || c[name] > range->second.second)) return true;
+        }
+        return false;
     }
 
     // Products at their CUDA-core time moved to the layer's tensor-core rate (`factor`); the rest is traffic.

@@ -461,6 +461,42 @@ TEST_F(EstimatorTest, AnyConvolutionIsTimedAsItsGemmOnTheCoresCudnnWouldUse) {
     EXPECT_LT(tf32.backward_ms, strict.backward_ms);
 }
 
+TEST_F(EstimatorTest, AGroupedConvolutionBeyondTheFittedGroupsIsTimedAsTheGeneralConvolution) {
+    // conv2d predicted at 5 ms whatever its size, fitted on groups 1 only (as the NeuSight set is): a depthwise
+    // convolution is timed as the general kind's block-diagonal GEMM (the linear predictor, exact multiply-adds),
+    // not by extrapolating the conv2d predictor in groups; a dense one, or a bundle fitted on groups, keeps it.
+    const auto manifest = [&](const std::string& groups) {
+        std::ofstream(folder_ / "manifest.json")
+            << R"({"format": "prenet-predictors", "version": 1, "fitted_on": {"ranges": {"conv2d": {"groups": )"
+            << groups << R"(}}}, "predictors": [
+               {"kind": "linear", "mode": "forward", "family": "linear", "file": "m.json", "features": ["batch"],
+                "target": "log_ms_over:forward_flops"},
+               {"kind": "conv2d", "mode": "forward", "family": "linear", "file": "c.json", "features": ["batch"],
+                "target": "log_ms"}]})";
+    };
+    std::ofstream(folder_ / "c.json") << std::setprecision(17)
+                                      << R"({"mean": [0], "scale": [1], "layers": [{"weight": [[0]], "bias": [)"
+                                      << std::log(5.0) << "]}]}";
+    const auto conv = [](std::int64_t groups) {
+        return find_layer_kind("conv2d").configure({{"batch", 8}, {"in_channels", 48}, {"out_channels", 48},
+                                                    {"kernel_size", 3}, {"padding", 1}, {"height", 28},
+                                                    {"width", 28}, {"groups", groups}, {"bias", 0}});
+    };
+    manifest("[1, 1]");
+    auto bundle = prenet::PredictorBundle::load(folder_.string());
+    const auto depthwise = prenet::estimate_layer_times(bundle, {conv(48)}, gpu_, "sgd")[0];
+    const double gemm_ms = 1e-9 * conv(48).kind().cost(conv(48), 4).forward_flops;  // 2 x 9 x outputs
+    EXPECT_NEAR(depthwise.forward_ms, gemm_ms, 1e-12);
+    EXPECT_EQ(depthwise.forward_basis, prenet::TimeBasis::kernels);
+    EXPECT_NEAR(depthwise.backward_ms, 2 * gemm_ms, 1e-3 * gemm_ms);  // its gradients are grouped too
+    const auto dense = prenet::estimate_layer_times(bundle, {conv(1)}, gpu_, "sgd")[0];
+    EXPECT_NEAR(dense.forward_ms, 5.0, 1e-9);
+    EXPECT_EQ(dense.forward_basis, prenet::TimeBasis::predicted);
+    manifest("[1, 64]");
+    bundle = prenet::PredictorBundle::load(folder_.string());
+    EXPECT_NEAR(prenet::estimate_layer_times(bundle, {conv(48)}, gpu_, "sgd")[0].forward_ms, 5.0, 1e-9);
+}
+
 TEST_F(EstimatorTest, TwoBytePrecisionsUseTheMatrixRateAndHalveTheTraffic) {
     using prenet::Precision;
     const auto bundle = prenet::PredictorBundle::load(folder_.string());

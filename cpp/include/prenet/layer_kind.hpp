@@ -102,6 +102,11 @@ public:
     // timed at their CUDA-core efficiency and moved to this layer's tensor-core rate; the others are memory
     // traffic in the step's precision. A convolution: an implicit GEMM and layout transposes (conv2d.cpp).
     std::function<std::vector<KernelWork>(const LayerConfig&)> tensor_core_kernels;
+    // Where a predictor meets the layer beyond the ranges it was fitted on in one of `unfitted_parameters`, the
+    // layer is timed as `unfitted_kernels` instead of by extrapolating in them (a grouped convolution, which the
+    // GPU data never times: the general convolution's block-diagonal implicit GEMM, conv2d.cpp).
+    std::vector<std::string> unfitted_parameters;
+    std::function<std::vector<KernelWork>(const LayerConfig&)> unfitted_kernels;
 
     // Fills defaults, rejects unknown or missing keys and out-of-range values, then validates.
     LayerConfig configure(const std::map<std::string, std::int64_t>& given) const;

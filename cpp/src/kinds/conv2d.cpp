@@ -81,6 +81,18 @@ std::vector<KernelWork> conv2d_tensor_core_kernels(const LayerConfig& c) {
     return work;
 }
 
+// The same convolution as the general kind sees it (convolution.cpp: positions per channel, exact
+// multiply-adds per group).
+std::vector<KernelWork> conv2d_as_general(const LayerConfig& c) {
+    const std::int64_t hout = conv_output_size(c["height"], c["kernel_size"], c["stride"], c["padding"]);
+    const std::int64_t wout = conv_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"]);
+    return {{"convolution", {{"batch", c["batch"]}, {"in_channels", c["in_channels"]},
+                             {"out_channels", c["out_channels"]}, {"in_positions", c["height"] * c["width"]},
+                             {"out_positions", hout * wout}, {"kernel_positions", c["kernel_size"] * c["kernel_size"]},
+                             {"groups", c["groups"]}, {"transposed", 0}, {"bias", c["bias"]},
+                             {"channels_last", c["channels_last"]}}}};
+}
+
 }  // namespace
 
 LayerKind make_conv2d() {
@@ -108,6 +120,8 @@ LayerKind make_conv2d() {
     kind.backward_kernels = conv2d_backward;
     kind.tensor_cores = TensorCores::cudnn;
     kind.tensor_core_kernels = conv2d_tensor_core_kernels;
+    kind.unfitted_parameters = {"groups"};
+    kind.unfitted_kernels = conv2d_as_general;
     return kind;
 }
 

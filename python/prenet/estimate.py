@@ -86,7 +86,7 @@ class Estimate:
             sure += (f"; nearest fitted GPU {x['nearest']} (distance {x['distance']:.2f}"
                      + (f", beyond the fitted range in {', '.join(x['outside'])}" if x["outside"] else "") + ")")
             if x.get("timed_as"):
-                sure += f"; timed as {x['timed_as']}, fitted, whose specifications it has but for memory size"
+                sure += f"; timed as {x['timed_as']}, a fitted GPU of the same specifications but memory size"
         if self.traced == "cpu":
             sure += f"; traced for real at small batches ({self.traced_for_real_because})"
         if self.calibrated:

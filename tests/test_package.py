@@ -60,5 +60,11 @@ def test_cli_bad_shape_is_rejected(run_prenet):
 def test_cli_lists_gpus_and_kinds(run_prenet):
     gpus = run_prenet("gpus")
     assert gpus.returncode == 0 and "NVIDIA H200" in gpus.stdout
+    def row(name):
+        return next(line.strip() for line in gpus.stdout.splitlines() if line.strip().startswith(name + " "))
+
+    assert row("Tesla T4").endswith("measured")  # how the predictors serve each GPU, the last column
+    assert row("Tesla V100-PCIE-16GB").endswith("as Tesla V100-PCIE-32GB")
+    assert row("NVIDIA H100 80GB HBM3").endswith("unseen, distance 0.69")
     kinds = run_prenet("kinds")
     assert kinds.returncode == 0 and "multihead_attention" in kinds.stdout

@@ -251,6 +251,8 @@ def test_a_gpu_differing_from_a_fitted_one_in_memory_size_only_is_timed_as_that_
     assert asked.epoch_seconds == twin.epoch_seconds and asked.interval_seconds == twin.interval_seconds
     assert asked.extrapolation == {**twin.extrapolation, "timed_as": V100} and "timed_as" not in twin.extrapolation
     assert f"timed as {V100}" in repr(asked) and "timed as" not in repr(twin)
+    assert prenet.predictors.served_as(sixteen) == f"as {V100}" and prenet.predictors.served_as(V100) == "measured"
+    assert prenet.predictors.served_as("NVIDIA H100 80GB HBM3") == "unseen, distance 0.69"
 
 
 def test_linear_backward_is_its_two_gradient_products():

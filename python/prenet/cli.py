@@ -161,11 +161,14 @@ def _compare(args):
 
 def _gpus(args):
     from .catalog import gpus
+    from .predictors import served_as
 
     columns = ["name", "architecture", "year", "sm_count", "fp32_tflops", "tf32_tflops", "fp16_tflops",
                "bf16_tflops", "memory_gb", "memory_bandwidth_gbs"]
+    table = gpus()[columns]
+    table["predictors"] = table["name"].map(served_as)  # measured, a measured twin's, or unseen and how far
     with _pandas_display():
-        print(gpus()[columns].to_string(index=False, na_rep="-"))
+        print(table.to_string(index=False, na_rep="-"))
 
 
 def _kinds(args):

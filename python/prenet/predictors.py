@@ -77,6 +77,20 @@ def _measured_twin(gpu, folder):
                  if all(find_gpu(name)[key] == spec[key] for key in TIMING_SPECS)), None)
 
 
+def served_as(gpu):
+    """How the packaged GPU predictors serve a catalog GPU (canonical name): "measured" (fitted on it), "as <name>"
+    (its fitted twin, measured_twin), or "unseen, distance <d>" (the unseen-GPU bundle; d to the nearest fitted GPU,
+    prenet.uncertainty.extrapolation)."""
+    from .uncertainty import extrapolation
+
+    twin = measured_twin(gpu)
+    if twin == gpu:
+        return "measured"
+    if twin:
+        return f"as {twin}"
+    return f"unseen, distance {extrapolation(gpu, fitted_devices(PACKAGED_BUNDLE))['distance']:.2f}"
+
+
 def resolve(gpu, bundle=None):
     """(bundle, native catalog, name of the device it times) for a GPU name or "cpu". A GPU is timed as itself, or
     as its fitted twin where it has one (measured_twin). For "cpu" on a machine other than the measured host, the

@@ -78,9 +78,9 @@ def _measured_twin(gpu, folder):
 
 
 def served_as(gpu):
-    """How the packaged GPU predictors serve a catalog GPU (canonical name): "measured" (fitted on it), "as <name>"
-    (its fitted twin, measured_twin), or "unseen, distance <d>" (the unseen-GPU bundle; d to the nearest fitted GPU,
-    prenet.uncertainty.extrapolation)."""
+    """How the GPU predictors (PRENET_PREDICTORS's, else the packaged ones) serve a catalog GPU (canonical name):
+    "measured" (fitted on it), "as <name>" (its fitted twin, measured_twin), or "unseen, distance <d>" (beyond
+    the fitted devices, by d from the nearest, prenet.uncertainty.extrapolation)."""
     from .uncertainty import extrapolation
 
     twin = measured_twin(gpu)
@@ -88,7 +88,7 @@ def served_as(gpu):
         return "measured"
     if twin:
         return f"as {twin}"
-    return f"unseen, distance {extrapolation(gpu, fitted_devices(PACKAGED_BUNDLE))['distance']:.2f}"
+    return f"unseen, distance {extrapolation(gpu, fitted_devices(gpu_bundle_folder()))['distance']:.2f}"
 
 
 def resolve(gpu, bundle=None):

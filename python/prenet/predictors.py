@@ -12,9 +12,10 @@ from .catalog import device_catalog, find_gpu, host_catalog, unmeasured_host_war
 from .layers import _as_int
 from .uncertainty import fitted_devices
 
-# Bundles shipped with the package: `gpu/` for the GPUs it was fitted on (chosen on validation, device figures
-# and identity among its inputs), `gpu_unseen/` for every other GPU (chosen by leave-one-device-out evaluation:
-# the device enters through its roofline only; results/unseen_gpu_full.md), `cpu/` for the measured host CPU.
+# Bundles shipped with the package: `gpu/` for the GPUs it was fitted on and their twins (chosen on validation,
+# device figures and identity among its inputs; measured_twin), `gpu_unseen/` for every other GPU (chosen by
+# leave-one-device-out evaluation: the device enters through its roofline only; results/unseen_gpu_full.md), `cpu/`
+# for the measured host CPU.
 # PRENET_PREDICTORS points to another GPU bundle folder, used for every GPU.
 PACKAGED_BUNDLE = Path(__file__).resolve().parent / "data" / "predictors" / "gpu"
 PACKAGED_UNSEEN_BUNDLE = Path(__file__).resolve().parent / "data" / "predictors" / "gpu_unseen"

@@ -46,17 +46,21 @@ struct TreeArrays {
 
 TreeArrays read_tree_arrays(JsonCursor& cursor, const std::string& where) {
     TreeArrays t;
+    std::vector<std::int64_t>* integer_arrays[] = {&t.left, &t.right, &t.feature, &t.default_left};
+    const char* names[] = {"left_children", "right_children", "split_indices", "default_left", "split_conditions"};
     bool seen[5] = {};
     cursor.object([&](const std::string& key) {
-        if (key == "left_children") t.left = cursor.integers(), seen[0] = true;
-        else if (key == "right_children") t.right = cursor.integers(), seen[1] = true;
-        else if (key == "split_indices") t.feature = cursor.integers(), seen[2] = true;
-        else if (key == "split_conditions") t.threshold = cursor.numbers(), seen[3] = true;
-        else if (key == "default_left") t.default_left = cursor.integers(), seen[4] = true;
-        else cursor.skip();
+        const auto found = std::find(std::begin(names), std::end(names), key);
+        const auto i = static_cast<std::size_t>(found - std::begin(names));
+        if (i == 5) return cursor.skip();
+        seen[i] = true;
+        if (i < 4) {
+            *integer_arrays[i] = cursor.integers();
+        } else {
+            t.threshold = cursor.numbers();
+        }
     });
-    const char* names[5] = {"left_children", "right_children", "split_indices", "split_conditions", "default_left"};
-    for (int i = 0; i < 5; ++i) {
+    for (std::size_t i = 0; i < 5; ++i) {
         if (!seen[i]) throw std::out_of_range(where + " has no '" + names[i] + "'");
     }
     return t;

@@ -209,6 +209,14 @@ TEST_F(BundleTest, TreeEnsembleErrorsAreClear) {
     shared.replace(shared.find(right), right.size(), "\"right_children\": [1, -1, -1]");
     write("m.json", shared);
     EXPECT_NE(load_error().find("node 1 has two parents"), std::string::npos);
+    auto no_defaults = tree_model();  // a tree without one of its arrays
+    const std::string defaults = R"(, "default_left": [1, 0, 0])";
+    no_defaults.erase(no_defaults.find(defaults), defaults.size());
+    write("m.json", no_defaults);
+    EXPECT_NE(load_error().find("lacks fields of an xgboost JSON model: " + (folder_ / "m.json").string() +
+                                " tree 0 has no 'default_left'"),
+              std::string::npos)
+        << load_error();
 }
 
 TEST_F(BundleTest, ModelFilesLoadSideBySideAndTheFirstFailureInTheManifestIsReported) {

@@ -17,6 +17,14 @@ bool within(std::int64_t value, const std::pair<std::int64_t, std::int64_t>& ran
 
 }  // namespace
 
+bool beyond_fitted(const LayerConfig& config, const ParameterRanges& ranges, const std::vector<std::string>& names) {
+    for (const auto& name : names) {
+        const auto range = ranges.find(name);
+        if (range != ranges.end() && !within(config[name], range->second)) return true;
+    }
+    return false;
+}
+
 LayerConfig within_fitted_rows(const LayerConfig& config, const ParameterRanges& ranges) {
     const auto& rows = config.kind().row_parameters;
     if (!rows) return config;

@@ -197,13 +197,8 @@ private:
     // Whether the bundle's predictor of `c`'s kind was fitted on a range of one of its unfitted_parameters that
     // `c` lies beyond (LayerKind::unfitted_kernels).
     bool unfitted(const LayerConfig& c) const {
-        if (!c.kind().unfitted_kernels) return false;
-        const ParameterRanges& ranges = bundle_.fitted_ranges(c.kind().name);
-        for (const auto& name : c.kind().unfitted_parameters) {
-            const auto range = ranges.find(name);
-            if (range != ranges.end() && (c[name] < range->second.first || c[name] > range->second.second)) return true;
-        }
-        return false;
+        return c.kind().unfitted_kernels &&
+               beyond_fitted(c, bundle_.fitted_ranges(c.kind().name), c.kind().unfitted_parameters);
     }
 
     // Products at their CUDA-core time moved to the layer's tensor-core rate (`factor`); the rest is traffic.

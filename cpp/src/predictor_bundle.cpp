@@ -154,10 +154,10 @@ PredictorBundle PredictorBundle::load(const std::string& folder) {
                 throw std::runtime_error(where + " does not match this build: " + e.what());
             }
             files.push_back(folder + "/" + entry.at("file").get<std::string>());
-            const auto key = std::make_pair(p.kind, p.mode);
-            if (bundle.predictors_.count(key)) throw std::runtime_error(where + " is listed twice");
-            bundle.predictors_[key] = std::move(p);
-            loading.push_back(&bundle.predictors_[key]);
+            auto key = std::make_pair(p.kind, p.mode);
+            const auto [at, added] = bundle.predictors_.emplace(std::move(key), std::move(p));
+            if (!added) throw std::runtime_error(where + " is listed twice");
+            loading.push_back(&at->second);
         }
         load_models(loading, files);
         if (manifest.contains("fitted_on") && manifest.at("fitted_on").contains("ranges")) {

@@ -10,7 +10,7 @@ from ._native import core
 from . import host_calibration
 from .catalog import device_catalog, find_gpu, host_catalog, unmeasured_host_warning
 from .layers import _as_int
-from .uncertainty import fitted_devices
+from .uncertainty import extrapolation, fitted_devices
 
 # Bundles shipped with the package: `gpu/` for the GPUs it was fitted on and their twins (chosen on validation,
 # device figures and identity among its inputs; measured_twin), `gpu_unseen/` for every other GPU (chosen by
@@ -82,8 +82,6 @@ def served_as(gpu):
     """How the GPU predictors (PRENET_PREDICTORS's, else the packaged ones) serve a catalog GPU (canonical name):
     "measured" (fitted on it), "as <name>" (its fitted twin, measured_twin), or "unseen, distance <d>" (beyond
     the fitted devices, by d from the nearest, prenet.uncertainty.extrapolation)."""
-    from .uncertainty import extrapolation
-
     twin = measured_twin(gpu)
     if twin == gpu:
         return "measured"

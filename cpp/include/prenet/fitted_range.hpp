@@ -6,6 +6,7 @@
 #include <map>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "prenet/layer_kind.hpp"
 
@@ -13,6 +14,10 @@ namespace prenet {
 
 // Per parameter name, the smallest and the largest value in the data a kind's predictors were fitted on.
 using ParameterRanges = std::map<std::string, std::pair<std::int64_t, std::int64_t>>;
+
+// Whether `config` lies beyond `ranges` in one of the parameters `names` (a parameter without a range counts as
+// within).
+bool beyond_fitted(const LayerConfig& config, const ParameterRanges& ranges, const std::vector<std::string>& names);
 
 // `config` with the product of its kind's row_parameters split anew where one of the two lies outside `ranges`
 // and a split within them exists: the split nearest to equal factors, exact where a divisor of the product lies

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -46,21 +47,22 @@ struct TreeArrays {
 
 TreeArrays read_tree_arrays(JsonCursor& cursor, const std::string& where) {
     TreeArrays t;
+    // the integer arrays, then the one of numbers
     std::vector<std::int64_t>* integer_arrays[] = {&t.left, &t.right, &t.feature, &t.default_left};
     const char* names[] = {"left_children", "right_children", "split_indices", "default_left", "split_conditions"};
-    bool seen[5] = {};
+    constexpr std::size_t kArrays = std::size(names);
+    bool seen[kArrays] = {};
     cursor.object([&](const std::string& key) {
-        const auto found = std::find(std::begin(names), std::end(names), key);
-        const auto i = static_cast<std::size_t>(found - std::begin(names));
-        if (i == 5) return cursor.skip();
+        const auto i = static_cast<std::size_t>(std::find(std::begin(names), std::end(names), key) - std::begin(names));
+        if (i == kArrays) return cursor.skip();
         seen[i] = true;
-        if (i < 4) {
+        if (i < std::size(integer_arrays)) {
             *integer_arrays[i] = cursor.integers();
         } else {
             t.threshold = cursor.numbers();
         }
     });
-    for (std::size_t i = 0; i < 5; ++i) {
+    for (std::size_t i = 0; i < kArrays; ++i) {
         if (!seen[i]) throw std::out_of_range(where + " has no '" + names[i] + "'");
     }
     return t;
@@ -259,18 +261,12 @@ private:
 
 std::unique_ptr<Regressor> load_tree_ensemble(const std::string& path, std::size_t inputs) {
     const std::string text = read_model_file(path);
-    XgboostModel model;
     try {
         JsonCursor cursor(text);
-        model = read_xgboost_model(cursor, inputs, path);
+        return std::make_unique<TreeEnsemble>(read_xgboost_model(cursor, inputs, path), inputs, path);
     } catch (const JsonError& e) {
         throw std::runtime_error(path + " is not an xgboost JSON model: " + e.what());
-    } catch (const std::out_of_range& e) {  // a tree without one of its arrays
-        throw std::runtime_error(path + " lacks fields of an xgboost JSON model: " + e.what());
-    }
-    try {
-        return std::make_unique<TreeEnsemble>(std::move(model), inputs, path);
-    } catch (const std::out_of_range& e) {  // a field missing, or std::stoul / std::stod out of range
+    } catch (const std::out_of_range& e) {  // a field or a tree's array missing, or std::stoul / std::stod out of range
         throw std::runtime_error(path + " lacks fields of an xgboost JSON model: " + e.what());
     } catch (const std::invalid_argument& e) {  // std::stoul / std::stod on a malformed number
         throw std::runtime_error(path + ": malformed model parameter: " + e.what());

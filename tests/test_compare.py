@@ -78,3 +78,25 @@ def test_command_line_compares(run_prenet, tmp_path):
     assert {r["gpu"] for r in rows} == {"NVIDIA H100 80GB HBM3", "Tesla T4"} and plot.stat().st_size > 0
     bad = run_prenet("compare", "torchvision:resnet18", "--gpus", "H100", "--price", "T4")
     assert bad.returncode != 0 and "NAME=USD_PER_HOUR" in bad.stderr
+
+
+def test_command_line_table_keeps_to_a_screen_and_names_each_price_source(run_prenet):
+    from prenet.cli import COMPARE_COLUMNS
+
+    args = ("compare", "torchvision:resnet18", "--gpus", "H100,T4", "--batch", "4", "--input-shape", "3,32,32",
+            "--dataset-size", "8", "--price", "T4=0.4")
+    done = run_prenet(*args)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == COMPARE_COLUMNS[:2] + ["interval_s"] + COMPARE_COLUMNS[2:]
+    h100 = next(line.split() for line in lines if line.lstrip().startswith("NVIDIA H100 80GB HBM3"))
+    epoch, interval = h100[4:6]  # after the name's four words
+    low, high = map(float, interval.split("-"))
+    assert low < float(epoch) < high
+    assert "price of Tesla T4: given" in lines
+    assert any(line.startswith("price of NVIDIA H100 80GB HBM3: https://") for line in lines)
+    assert max(len(line) for line in lines[:3]) <= 120
+    wide = run_prenet(*args, "--wide")
+    assert wide.returncode == 0, wide.stderr
+    assert {"nearest_fitted", "price_source"} <= set(wide.stdout.splitlines()[0].split())
+    assert "price of" not in wide.stdout

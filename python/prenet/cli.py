@@ -6,6 +6,9 @@ import sys
 # Columns of the printed feature table; the CSV written with --csv holds every feature.
 SUMMARY_COLUMNS = ["name", "kind", "input_shape", "co", "forward_flops", "backward_flops", "forward_bytes",
                    "ct_ms", "train_roofline_ms"]
+# The columns `prenet compare` prints unless --wide: time, what bounds it, how far it extrapolates, whether it
+# fits, what it costs; the 80% interval goes beside the epoch in one column (_compare_table).
+COMPARE_COLUMNS = ["gpu", "epoch_seconds", "bound", "distance", "fits", "usd_per_hour", "cost_per_epoch_usd"]
 
 
 def _shape(text):
@@ -141,6 +144,17 @@ def _price(text):
         raise argparse.ArgumentTypeError(f"'{text}' is not NAME=USD_PER_HOUR, such as 'H100=2.5'")
 
 
+def _compare_table(table):
+    """The comparison as `prenet compare` prints it without --wide: COMPARE_COLUMNS, and the 80% interval of the
+    epoch as one column."""
+    import math
+
+    shown = table[COMPARE_COLUMNS].copy()
+    shown.insert(2, "interval_s", [f"{low:.3g}-{high:.3g}" if not math.isnan(low) else "-"
+                                   for low, high in zip(table["interval_low_s"], table["interval_high_s"])])
+    return shown
+
+
 def _compare(args):
     from .compare import compare
 
@@ -154,7 +168,11 @@ def _compare(args):
         print(table.to_json(orient="records"))
         return
     with _pandas_display():
-        print(table.to_string(index=False, na_rep="-"))
+        print((table if args.wide else _compare_table(table)).to_string(index=False, na_rep="-"))
+    if not args.wide:  # each price's source and date under the table, the table kept to a screen's width
+        for gpu, source in zip(table["gpu"], table["price_source"]):
+            if source:
+                print(f"price of {gpu}: {source}")
     for name, why in table.attrs.get("unsupported", {}).items():
         print(f"left out: {why}", file=sys.stderr)
 
@@ -288,6 +306,8 @@ def parser():
                    "price (repeatable)")
     o.add_argument("--plot", help="also save the comparison plot to this image file")
     o.add_argument("--json", action="store_true", help="print the rows as one JSON array")
+    o.add_argument("--wide", action="store_true", help="every column of the comparison (nearest fitted GPU, "
+                   "memory, price source) in the table")
     o.set_defaults(run=_compare)
     h = sub.add_parser("calibrate", help="time reference layers on this CPU to calibrate the CPU predictors to it "
                        "(about two minutes; resumed if interrupted)")

@@ -37,6 +37,8 @@ def test_papers_seven_gpus_match_its_table():
     ("a100", "NVIDIA A100-PCIE-40GB"),
     ("Tesla T4", "Tesla T4"),
     ("b200", "NVIDIA B200"),
+    ("a40", "NVIDIA A40"),
+    ("P40", "Tesla P40"),
 ])
 def test_lookup_by_alias_and_torch_name(name, expected):
     assert prenet.find_gpu(name)["name"] == expected

@@ -1,6 +1,7 @@
 // Two-dimensional convolution, torch.nn.Conv2d with square kernels, strides and padding.
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "kinds.hpp"
 
@@ -11,6 +12,12 @@ namespace {
 // Output size of a convolution: floor((in + 2 * padding - kernel) / stride) + 1 (PyTorch Conv2d docs, dilation 1).
 std::int64_t conv_output_size(std::int64_t in, std::int64_t kernel, std::int64_t stride, std::int64_t padding) {
     return (in + 2 * padding - kernel) / stride + 1;
+}
+
+// The output plane of `c`: its height and width.
+std::pair<std::int64_t, std::int64_t> output_plane(const LayerConfig& c) {
+    return {conv_output_size(c["height"], c["kernel_size"], c["stride"], c["padding"]),
+            conv_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"])};
 }
 
 void validate_conv2d(const LayerConfig& c) {
@@ -28,14 +35,13 @@ void validate_conv2d(const LayerConfig& c) {
 }
 
 std::vector<double> conv2d_derived(const LayerConfig& c) {
-    return {static_cast<double>(conv_output_size(c["height"], c["kernel_size"], c["stride"], c["padding"])),
-            static_cast<double>(conv_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"]))};
+    const auto [hout, wout] = output_plane(c);
+    return {static_cast<double>(hout), static_cast<double>(wout)};
 }
 
 LayerCost conv2d_cost(const LayerConfig& c, double bytes_per_element) {
     const double b = c["batch"], cin = c["in_channels"], cout = c["out_channels"], k = c["kernel_size"];
-    const double hout = conv_output_size(c["height"], c["kernel_size"], c["stride"], c["padding"]);
-    const double wout = conv_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"]);
+    const auto [hout, wout] = output_plane(c);
     return convolution_cost({b * cin * c["height"] * c["width"], cout * (cin / c["groups"]) * k * k,
                              b * cout * hout * wout, b * hout * wout, k * k, cin, cout, c["bias"] != 0},
                             bytes_per_element);
@@ -45,8 +51,7 @@ LayerCost conv2d_cost(const LayerConfig& c, double bytes_per_element) {
 // stride-1 convolution from c_out to c_in channels over the output plane ("same" padding). dW repeats the
 // forward's multiply-adds over the same tensors. db sums dY (one read: a third of an add's traffic).
 std::vector<KernelWork> conv2d_backward(const LayerConfig& c) {
-    const std::int64_t hout = conv_output_size(c["height"], c["kernel_size"], c["stride"], c["padding"]);
-    const std::int64_t wout = conv_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"]);
+    const auto [hout, wout] = output_plane(c);
     std::vector<KernelWork> work = {
         {"conv2d", {{"batch", c["batch"]}, {"in_channels", c["out_channels"]}, {"out_channels", c["in_channels"]},
                     {"kernel_size", c["kernel_size"]}, {"stride", 1}, {"padding", c["kernel_size"] / 2},
@@ -70,8 +75,7 @@ std::vector<KernelWork> conv2d_backward(const LayerConfig& c) {
 // (NHWC) format need no transposes. Grouped and depthwise convolutions keep their own kernels.
 std::vector<KernelWork> conv2d_tensor_core_kernels(const LayerConfig& c) {
     if (c["groups"] != 1) return {};
-    const std::int64_t hout = conv_output_size(c["height"], c["kernel_size"], c["stride"], c["padding"]);
-    const std::int64_t wout = conv_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"]);
+    const auto [hout, wout] = output_plane(c);
     const std::int64_t taps = c["in_channels"] * c["kernel_size"] * c["kernel_size"];
     std::vector<KernelWork> work = {implicit_gemm(c["batch"] * hout * wout, taps, c["out_channels"], c["bias"])};
     if (!c["channels_last"]) {
@@ -84,8 +88,7 @@ std::vector<KernelWork> conv2d_tensor_core_kernels(const LayerConfig& c) {
 // The same convolution as the general kind sees it (convolution.cpp: positions per channel, exact
 // multiply-adds per group).
 std::vector<KernelWork> conv2d_as_general(const LayerConfig& c) {
-    const std::int64_t hout = conv_output_size(c["height"], c["kernel_size"], c["stride"], c["padding"]);
-    const std::int64_t wout = conv_output_size(c["width"], c["kernel_size"], c["stride"], c["padding"]);
+    const auto [hout, wout] = output_plane(c);
     return {{"convolution", {{"batch", c["batch"]}, {"in_channels", c["in_channels"]},
                              {"out_channels", c["out_channels"]}, {"in_positions", c["height"] * c["width"]},
                              {"out_positions", hout * wout}, {"kernel_positions", c["kernel_size"] * c["kernel_size"]},

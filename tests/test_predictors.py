@@ -50,6 +50,44 @@ def test_native_predictions_agree_with_python(family, layer_norm_rows, tmp_path)
         np.testing.assert_allclose(native_ms, python_ms[rows], rtol=1e-5)
 
 
+@pytest.fixture(scope="module")
+def linear_rows():
+    return load_neusight()["linear"].sample(4000, random_state=0).reset_index(drop=True)
+
+
+@pytest.mark.parametrize("family", ["xgboost", "linear"])
+def test_a_kernel_choosing_predictor_agrees_natively_and_picks_each_rows_kernel(family, linear_rows, tmp_path):
+    """The "kernel" set: a classifier picks the kernel, the regressor reads it. Native and Python must agree on
+    both stages, and the classifier must learn the recorded kernels (far above the most common one's share)."""
+    result = training.fit_kind("linear", linear_rows, families=[family], sets=["ours", "kernel"], trees=20,
+                               mlp_epochs=2)[1]
+    assert result["feature_set"] == "kernel" and isinstance(result["model"], training.KernelChoiceModel)
+    training.export_bundle(tmp_path, [result], {"data": "test"})
+    entry = json.loads((tmp_path / "manifest.json").read_text())["predictors"][0]
+    classes = entry["kernel_classifier"]["classes"]
+    assert len(classes) > 2 and entry["kernel_classifier"]["features"] == result["features"]
+    assert entry["features"] == result["features"] + [f"kernel={c}" for c in classes[1:]]
+    assert {entry["file"], entry["kernel_classifier"]["file"]} == {p.name for p in tmp_path.glob("*.json.gz")}
+    model = result["model"]
+    x = training.model_inputs("linear", linear_rows, result["features"])
+    picked = np.asarray(model.classes)[model.kernel_codes(x)]
+    recorded = linear_rows["kernel"].where(linear_rows["kernel"].isin(classes), training.RARE_KERNELS)
+    assert (picked == recorded).mean() > 1.5 * recorded.value_counts(normalize=True).iloc[0]
+    python_ms = training.to_ms("linear", linear_rows, result["target"], model.predict(x))
+    bundle = core().PredictorBundle(str(tmp_path))
+    keys = training.config_keys("linear", linear_rows)
+    for gpu, rows in linear_rows.groupby("gpu").indices.items():
+        configs = linear_rows.iloc[rows][keys].astype(int).to_dict("records")
+        native_ms = np.array(bundle.predict("linear", "forward", configs, native_catalog(), gpu))
+        np.testing.assert_allclose(native_ms, python_ms[rows], rtol=1e-5)
+
+
+def test_a_kernel_choice_needs_two_kernels(linear_rows):
+    x = training.model_inputs("linear", linear_rows, ["batch", "seq_len"])
+    with pytest.raises(ValueError, match="choosing a kernel needs two or more"):
+        training.KernelChoiceModel(training.make_model("linear")).fit(x, np.zeros(len(x)), ["k"] * len(x))
+
+
 def test_bundle_records_provenance_and_scores(layer_norm_rows, tmp_path):
     result = training.fit_kind("layer_norm", layer_norm_rows, families=["linear"], sets=["baseline"])[0]
     training.export_bundle(tmp_path, [result], {"data": "NeuSight subset"})

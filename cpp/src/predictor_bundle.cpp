@@ -5,6 +5,7 @@
 #include <cmath>
 #include <exception>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
@@ -31,21 +32,20 @@ std::string read_file(const std::string& path) {
 // bundle of 66 predictors takes most of a second on one core.
 constexpr unsigned kMaxLoadThreads = 8;
 
-// The model of each predictor, read from its file; where several fail, the first one's error in manifest order.
-void load_models(const std::vector<Predictor*>& predictors, const std::vector<std::string>& files) {
-    std::vector<std::exception_ptr> errors(files.size());
+// Runs each of `loads` (one model file each); where several fail, the first one's error in their order.
+void load_models(const std::vector<std::function<void()>>& loads) {
+    std::vector<std::exception_ptr> errors(loads.size());
     std::atomic<std::size_t> next{0};
     const auto work = [&] {
-        for (std::size_t i = next++; i < files.size(); i = next++) {
+        for (std::size_t i = next++; i < loads.size(); i = next++) {
             try {
-                Predictor& p = *predictors[i];
-                p.model = load_regressor(p.family, files[i], p.features.size());
+                loads[i]();
             } catch (...) {
                 errors[i] = std::current_exception();
             }
         }
     };
-    const unsigned threads = std::min({static_cast<unsigned>(files.size()), kMaxLoadThreads,
+    const unsigned threads = std::min({static_cast<unsigned>(loads.size()), kMaxLoadThreads,
                                        std::max(1u, std::thread::hardware_concurrency())});
     std::vector<std::thread> helpers;
     for (unsigned t = 1; t < threads; ++t) {
@@ -62,6 +62,46 @@ void load_models(const std::vector<Predictor*>& predictors, const std::vector<st
     }
 }
 
+// The kernel classifier of a manifest entry's "kernel_classifier" ({"file", "features", "classes"}) for predictor
+// `p`, its model not yet read; throws std::invalid_argument where it does not fit the predictor's inputs.
+std::unique_ptr<KernelClassifier> kernel_classifier(const nlohmann::json& entry, const Predictor& p) {
+    auto k = std::make_unique<KernelClassifier>();
+    k->classes = entry.at("classes").get<std::vector<std::string>>();
+    if (k->classes.size() < 2) throw std::invalid_argument("a kernel classifier needs at least two classes");
+    for (const auto& name : entry.at("features").get<std::vector<std::string>>()) {
+        const auto at = std::find(p.features.begin(), p.features.end(), name);
+        if (at == p.features.end() || name.rfind("kernel=", 0) == 0) {
+            throw std::invalid_argument("the kernel classifier's input '" + name +
+                                        "' is not an input of the predictor");
+        }
+        k->columns.push_back(at - p.features.begin());
+    }
+    for (std::size_t col = 0; col < p.features.size(); ++col) {
+        if (p.sources[col].key != "kernel") continue;
+        const auto at = std::find(k->classes.begin(), k->classes.end(), p.sources[col].value);
+        if (at == k->classes.end()) {
+            throw std::invalid_argument("input '" + p.features[col] + "' names no class of the kernel classifier");
+        }
+        k->indicators.emplace_back(static_cast<Eigen::Index>(col), static_cast<std::size_t>(at - k->classes.begin()));
+    }
+    return k;
+}
+
+// Sets the "kernel=" columns of `inputs` (rows: configurations) to the kernel `p`'s classifier picks for each.
+void mark_predicted_kernels(const Predictor& p, FeatureMatrix& inputs) {
+    const KernelClassifier& k = *p.kernel;
+    FeatureMatrix chooser_inputs(inputs.rows(), static_cast<Eigen::Index>(k.columns.size()));
+    for (std::size_t c = 0; c < k.columns.size(); ++c) {
+        chooser_inputs.col(static_cast<Eigen::Index>(c)) = inputs.col(k.columns[c]);
+    }
+    const std::vector<std::size_t> chosen = k.model->predict_class(chooser_inputs);
+    for (const auto& [column, kernel] : k.indicators) {
+        for (Eigen::Index row = 0; row < inputs.rows(); ++row) {
+            inputs(row, column) = chosen[static_cast<std::size_t>(row)] == kernel ? 1.0 : 0.0;
+        }
+    }
+}
+
 }  // namespace
 
 std::vector<InputSource> resolve_inputs(const std::vector<std::string>& names, const LayerKind& kind) {
@@ -73,8 +113,9 @@ std::vector<InputSource> resolve_inputs(const std::vector<std::string>& names, c
         if (equals != std::string::npos) {
             source.key = name.substr(0, equals);
             source.value = name.substr(equals + 1);
-            if (source.key != "gpu" && source.key != "optimizer") {
-                throw std::invalid_argument("input '" + name + "': indicators are gpu=<name> or optimizer=<name>");
+            if (source.key != "gpu" && source.key != "optimizer" && source.key != "kernel") {
+                throw std::invalid_argument("input '" + name +
+                                            "': indicators are gpu=<name>, optimizer=<name> or kernel=<name>");
             }
         } else {
             auto it = std::find(native.begin(), native.end(), name);
@@ -105,9 +146,10 @@ FeatureMatrix model_inputs(const std::vector<InputSource>& sources, const std::v
         const auto features = layer_feature_values(configs[row], gpu);
         for (std::size_t col = 0; col < sources.size(); ++col) {
             const auto& s = sources[col];
-            const double value = s.feature >= 0 ? features[s.feature]
-                                 : s.key == "gpu" ? static_cast<double>(s.value == gpu.name)
-                                                  : static_cast<double>(s.value == optimizer);
+            const double value = s.feature >= 0      ? features[s.feature]
+                                 : s.key == "gpu"       ? static_cast<double>(s.value == gpu.name)
+                                 : s.key == "optimizer" ? static_cast<double>(s.value == optimizer)
+                                                        : 0.0;  // a kernel: set by predict_ms
             inputs(static_cast<Eigen::Index>(row), static_cast<Eigen::Index>(col)) = value;
         }
     }
@@ -132,8 +174,7 @@ PredictorBundle PredictorBundle::load(const std::string& folder) {
             throw std::runtime_error(manifest_path + " has format version " + manifest.at("version").dump() +
                                      "; this build reads version " + std::to_string(kBundleFormatVersion));
         }
-        std::vector<Predictor*> loading;  // each predictor of the manifest, with its model file
-        std::vector<std::string> files;
+        std::vector<std::function<void()>> loads;  // each model file of the manifest, read into its predictor
         for (const auto& entry : manifest.at("predictors")) {
             Predictor p;
             p.kind = entry.at("kind").get<std::string>();
@@ -150,16 +191,32 @@ PredictorBundle PredictorBundle::load(const std::string& folder) {
                     throw std::invalid_argument("unknown target '" + p.target + "'");
                 }
                 p.sources = resolve_inputs(names, find_layer_kind(p.kind));
+                if (entry.contains("kernel_classifier")) p.kernel = kernel_classifier(entry.at("kernel_classifier"), p);
             } catch (const std::invalid_argument& e) {
                 throw std::runtime_error(where + " does not match this build: " + e.what());
             }
-            files.push_back(folder + "/" + entry.at("file").get<std::string>());
+            const auto has_kernel_input = std::any_of(p.sources.begin(), p.sources.end(),
+                                                      [](const InputSource& s) { return s.key == "kernel"; });
+            if (has_kernel_input && !p.kernel) {
+                throw std::runtime_error(where + " has kernel=<name> inputs but no kernel_classifier");
+            }
             auto key = std::make_pair(p.kind, p.mode);
             const auto [at, added] = bundle.predictors_.emplace(std::move(key), std::move(p));
             if (!added) throw std::runtime_error(where + " is listed twice");
-            loading.push_back(&at->second);
+            Predictor* loaded = &at->second;
+            const std::string file = folder + "/" + entry.at("file").get<std::string>();
+            loads.emplace_back([loaded, file] {
+                loaded->model = load_regressor(loaded->family, file, loaded->features.size());
+            });
+            if (loaded->kernel) {
+                const std::string chooser = folder + "/" + entry.at("kernel_classifier").at("file").get<std::string>();
+                loads.emplace_back([loaded, chooser] {
+                    KernelClassifier& k = *loaded->kernel;
+                    k.model = load_classifier(chooser, k.columns.size(), k.classes.size());
+                });
+            }
         }
-        load_models(loading, files);
+        load_models(loads);
         if (manifest.contains("fitted_on") && manifest.at("fitted_on").contains("ranges")) {
             for (const auto& [kind, ranges] : manifest.at("fitted_on").at("ranges").items()) {
                 for (const auto& [name, range] : ranges.items()) {
@@ -202,7 +259,8 @@ std::vector<double> PredictorBundle::predict_ms(const std::string& kind, const s
         for (const auto& config : configs) placed.push_back(within_fitted_rows(config, ranges));
     }
     // One pass over the features: the model's inputs, then (for a relative target) the feature it divides by.
-    const FeatureMatrix inputs = model_inputs(p.sources, ranges.empty() ? configs : placed, gpu, optimizer);
+    FeatureMatrix inputs = model_inputs(p.sources, ranges.empty() ? configs : placed, gpu, optimizer);
+    if (p.kernel) mark_predicted_kernels(p, inputs);
     const auto columns = static_cast<Eigen::Index>(p.features.size());
     const Eigen::VectorXd raw = p.model->predict(inputs.leftCols(columns));
     std::vector<double> ms(configs.size());

@@ -46,4 +46,8 @@ std::unique_ptr<Regressor> load_regressor(const std::string& family, const std::
                              "'; known: linear mlp xgboost random_forest gradient_boosting");
 }
 
+std::unique_ptr<Classifier> load_classifier(const std::string& path, std::size_t inputs, std::size_t classes) {
+    return regressors::load_tree_classifier(path, inputs, classes);
+}
+
 }  // namespace prenet

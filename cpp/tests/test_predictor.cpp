@@ -219,6 +219,91 @@ TEST_F(BundleTest, TreeEnsembleErrorsAreClear) {
         << load_error();
 }
 
+// A three-class classifier over (batch, in_features), two rounds (tree_info: the class each tree adds to).
+// Round 1: class 0 gets 1 where batch < 4; class 1 gets 1 where batch >= 4; class 2 gets 0.5 everywhere.
+// Round 2: class 2 gets 1 where in_features >= 5; classes 0 and 1 get 0.
+std::string classifier_model(const std::string& tree_info = "[0, 1, 2, 0, 1, 2]",
+                             const std::string& classes = "3") {
+    const std::string split = R"({"left_children": [1, -1, -1], "right_children": [2, -1, -1], )";
+    const std::string leaf = R"({"left_children": [-1], "right_children": [-1], "split_indices": [0], )"
+                             R"("default_left": [0], "split_conditions": )";
+    return R"({"learner": {"objective": {"name": "multi:softprob"},
+        "learner_model_param": {"num_feature": "2", "base_score": "5E-1", "num_class": ")" + classes + R"("},
+        "gradient_booster": {"name": "gbtree", "model": {"tree_info": )" + tree_info + R"(, "trees": [)" +
+           split + R"("split_indices": [0, 0, 0], "split_conditions": [4.0, 1.0, 0.0], "default_left": [0, 0, 0]}, )" +
+           split + R"("split_indices": [0, 0, 0], "split_conditions": [4.0, 0.0, 1.0], "default_left": [0, 0, 0]}, )" +
+           leaf + "[0.5]}, " + leaf + "[0.0]}, " + leaf + "[0.0]}, " + split +
+           R"("split_indices": [1, 0, 0], "split_conditions": [5.0, 0.0, 1.0], "default_left": [0, 0, 0]}]}}}})";
+}
+
+TEST_F(BundleTest, TreeClassifierPicksTheClassOfTheLargestMargin) {
+    write("c.json", classifier_model());
+    const auto classifier = prenet::load_classifier((folder_ / "c.json").string(), 2, 3);
+    prenet::FeatureMatrix rows(4, 2);
+    rows << 2, 3,  // margins (1.5, 0.5, 1.0): class 0
+        8, 3,      // (0.5, 1.5, 1.0): class 1
+        2, 6,      // (1.5, 0.5, 2.0): class 2
+        8, 5;      // (0.5, 1.5, 2.0): class 2 (in_features at the split goes right)
+    EXPECT_EQ(classifier->predict_class(rows), (std::vector<std::size_t>{0, 1, 2, 2}));
+    const auto error = [&](const std::string& text, std::size_t classes) {
+        write("c.json", text);
+        try {
+            prenet::load_classifier((folder_ / "c.json").string(), 2, classes);
+        } catch (const std::runtime_error& e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    EXPECT_NE(error(classifier_model(), 4).find("the model has 3 classes, the bundle lists 4"), std::string::npos);
+    EXPECT_NE(error(classifier_model("[0, 1, 2, 0, 1]"), 3).find("tree_info lists 5 margins for 6 trees"),
+              std::string::npos);
+    EXPECT_NE(error(classifier_model("[0, 1, 2, 0, 1, 3]"), 3).find("tree_info names margin 3 of 3"),
+              std::string::npos);
+    EXPECT_NE(error(tree_model(), 1).find("objective 'reg:squarederror' is not supported here (multi:softprob"),
+              std::string::npos);
+}
+
+TEST_F(BundleTest, AKernelClassifierSetsThePredictorsKernelInputs) {
+    // log(ms) = kernel=b - kernel=a, over inputs [batch, in_features, kernel=a, kernel=b]; the classifier reads
+    // (batch, in_features) and picks a (class 0) for batch < 4, b (class 1) for batch >= 4 and c (class 2) where
+    // in_features >= 5.
+    const std::string chooser = R"(, "kernel_classifier": {"file": "c.json", "features": ["batch", "in_features"], )"
+                                R"("classes": ["a", "b", "c"]})";
+    const auto with_chooser = [&](const std::string& extra) {
+        auto text = manifest(R"(["batch", "in_features", "kernel=a", "kernel=b"])");
+        return text.insert(text.size() - 3, extra);
+    };
+    write("manifest.json", with_chooser(chooser));
+    write("m.json", R"({"mean": [0, 0, 0, 0], "scale": [1, 1, 1, 1],
+                        "layers": [{"weight": [[0, 0, -1, 1]], "bias": [0]}]})");
+    write("c.json", classifier_model());
+    const auto bundle = prenet::PredictorBundle::load(folder_.string());
+    const auto& kind = prenet::find_layer_kind("linear");
+    const std::vector<prenet::LayerConfig> configs = {
+        kind.configure({{"batch", 2}, {"in_features", 3}, {"out_features", 4}}),
+        kind.configure({{"batch", 8}, {"in_features", 3}, {"out_features", 4}}),
+        kind.configure({{"batch", 8}, {"in_features", 6}, {"out_features", 4}})};
+    const auto ms = bundle.predict_ms("linear", "forward", configs, gpu(), "sgd");
+    EXPECT_NEAR(ms[0], std::exp(-1.0), 1e-12);  // kernel a
+    EXPECT_NEAR(ms[1], std::exp(1.0), 1e-12);   // kernel b
+    EXPECT_NEAR(ms[2], 1.0, 1e-12);             // kernel c: neither input set
+    // Kernel inputs without a classifier, a classifier input the predictor lacks, a kernel no class names.
+    write("manifest.json", with_chooser(""));
+    EXPECT_NE(load_error().find("has kernel=<name> inputs but no kernel_classifier"), std::string::npos);
+    auto other_input = chooser;
+    other_input.replace(other_input.find("\"in_features\"]"), 14, "\"out_features\"]");
+    write("manifest.json", with_chooser(other_input));
+    EXPECT_NE(load_error().find("the kernel classifier's input 'out_features' is not an input of the predictor"),
+              std::string::npos);
+    auto other_class = chooser;
+    other_class.replace(other_class.find("\"b\""), 3, "\"d\"");
+    write("manifest.json", with_chooser(other_class));
+    EXPECT_NE(load_error().find("input 'kernel=b' names no class of the kernel classifier"), std::string::npos);
+    write("manifest.json", with_chooser(chooser));
+    write("c.json", classifier_model("[0, 1, 2, 0, 1, 2]", "2"));
+    EXPECT_NE(load_error().find("the model has 2 classes, the bundle lists 3"), std::string::npos);
+}
+
 TEST_F(BundleTest, ModelFilesLoadSideBySideAndTheFirstFailureInTheManifestIsReported) {
     // Several model files are read on several threads; every one is loaded, and where more than one fails, the
     // error is the first failing entry's in manifest order, whichever thread met it first.

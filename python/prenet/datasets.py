@@ -26,6 +26,10 @@ NEUSIGHT_OPERATORS = {
 }
 
 
+# The name of the GPU kernel NeuSight recorded for each row, as the profiler gave it.
+KERNEL_COLUMN = "Kernel Name"
+
+
 def neusight_folder():
     """../shared/data/neusight beside the repository (PRENET_NEUSIGHT overrides)."""
     default = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "neusight"
@@ -38,7 +42,8 @@ TIMINGS = ("latency", "device")
 
 
 def load_neusight(folder=None, timing="latency"):
-    """{native kind: DataFrame} of the NeuSight set: configuration keys, `gpu` (catalog name), `forward_ms`.
+    """{native kind: DataFrame} of the NeuSight set: configuration keys, `gpu` (catalog name), `forward_ms`,
+    `kernel` (the name of the kernel the row ran).
     `timing` "device": `forward_ms` is each latency less its measuring host's launch gap for that operator
     (prenet.launch_gap: the host's time to issue it, which every latency holds), the latency kept in
     `latency_ms`."""
@@ -56,12 +61,14 @@ def load_neusight(folder=None, timing="latency"):
         if operator not in NEUSIGHT_OPERATORS:
             continue
         kind, columns, fixed = NEUSIGHT_OPERATORS[operator]
-        raw = pd.read_csv(path, usecols=list(dict.fromkeys(["Latency", "Device", *columns.values()])))
+        wanted = ["Latency", "Device", KERNEL_COLUMN, *columns.values()]
+        raw = pd.read_csv(path, usecols=list(dict.fromkeys(wanted)))
         frame = pd.DataFrame({key: raw[column].astype("int64") for key, column in columns.items()})
         for key, value in fixed.items():
             frame[key] = value
         frame["gpu"] = raw["Device"].map({name: find_gpu(name)["name"] for name in raw["Device"].unique()})
         frame["forward_ms"] = raw["Latency"].astype(float)
+        frame["kernel"] = raw[KERNEL_COLUMN].astype(str)
         tables.setdefault(kind, []).append(frame)
     tables = {kind: pd.concat(frames, ignore_index=True) for kind, frames in tables.items()}
     if timing not in TIMINGS:

@@ -25,7 +25,8 @@ from .paper_tables import PAPER_RMSE, PAPER_SELECTION
 
 # The paper's ablation and ours (the reproduction's columns); "efficiency" is chosen for transfer to unseen GPUs.
 PAPER_AND_OURS = {"baseline": "Baseline", "co": "CO", "cocm": "COCM", "cocmct": "COCMCT", "ours": "ours"}
-SET_TITLES = {**PAPER_AND_OURS, "efficiency": "efficiency"}
+# "kernel": ours and the kernel the library runs, predicted (training.KernelChoiceModel; linear layers only).
+SET_TITLES = {**PAPER_AND_OURS, "efficiency": "efficiency", "kernel": "ours+kernel"}
 # "neusight_device": the NeuSight set as device time (each latency less its host's launch gap, prenet.launch_gap).
 DATA_SETS = ("cpu", "neusight", "neusight_device")
 # Inside the bundle folder while a fit runs: each finished kind's chosen model files and its tables, so that an
@@ -188,7 +189,8 @@ class FitProgress:
         """Moves the kinds' model files into the bundle `folder`, writes its manifest, removes the staging."""
         entries = self.gathered(kinds, "entries")
         for entry in entries:
-            (self.staging / entry["file"]).replace(Path(folder) / entry["file"])
+            for file in training.model_files(entry):
+                (self.staging / file).replace(Path(folder) / file)
         training.write_manifest(folder, entries, provenance)
         shutil.rmtree(self.staging)
 

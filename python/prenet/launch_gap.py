@@ -55,13 +55,14 @@ def fit(folder=None):
     from ._native import core
     from .catalog import native_catalog
     from .datasets import load_neusight, neusight_folder
+    from .training import config_keys
 
     tables = load_neusight(folder)
     catalog = native_catalog()
     per_op = {}
     for kind in STREAMING_KINDS:
         for gpu, rows in tables[kind].groupby("gpu"):
-            configs = rows.drop(columns=["gpu", "forward_ms"]).to_dict("records")
+            configs = rows[config_keys(kind, rows)].astype("int64").to_dict("records")
             moved = [core().layer_features(kind, c, catalog, gpu)["forward_bytes"] for c in configs]
             gap, bandwidth, used, residual = fit_gap(1e3 * rows["forward_ms"].to_numpy(), moved)
             per_op.setdefault(gpu, {})[kind] = {"gap_us": round(gap, 2), "bandwidth_gbs": round(bandwidth, 1),

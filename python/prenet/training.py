@@ -56,13 +56,23 @@ def feature_sets(kind, gpus, mode="forward", optimizers=()):
     return {"baseline": baseline, "co": co, "cocm": cocm, "cocmct": cocmct, "ours": ours, "efficiency": efficiency}
 
 
+# Kinds whose predictor may also learn which kernel the library runs (the "kernel" set: KernelChoiceModel), where
+# the data records each row's kernel: those where the choice explains the error. Knowing the kernel takes linear
+# layers' held-out error from 5.1% / 19.6% to 3.8% / 13.9% and barely moves conv2d's or bmm's
+# (bench/results/kernel_choice_ceiling.md).
+KERNEL_CHOICE_KINDS = ("linear",)
+# A kernel run by fewer training rows than this shares one class with the other rare ones.
+KERNEL_MIN_ROWS = 20
+RARE_KERNELS = "(rare)"
+
+
 def target_for(feature_set, mode="forward"):
     """The paper's sets predict time (we use its log, as trees and MLPs fit multiplicative structure better);
-    ours and efficiency predict the log of time over the mode's bound where one exists: in the forward mode the
+    ours, efficiency and kernel predict the log of time over the mode's bound where one exists: in the forward mode the
     roofline bound plus a kernel's startup (forward_kernel_bound_ms), so that the ratio of the smallest kernels
     stays bounded and a tree cannot carry one tiny kernel's huge ratio over to a larger one."""
     bounds = {"forward": "forward_kernel_bound_ms", "train": "train_roofline_ms"}
-    if feature_set in ("ours", "efficiency") and mode in bounds:
+    if feature_set in ("ours", "efficiency", "kernel") and mode in bounds:
         return f"log_ms_over:{bounds[mode]}"
     return "log_ms"
 
@@ -184,19 +194,67 @@ class MlpRegressor:
 
 
 class LinearModel:
-    def fit(self, x, y):
-        from sklearn.linear_model import LinearRegression
+    """Least squares on standardised inputs, of minimum norm: where inputs are exact combinations of others (a GPU's
+    figures and its indicators, or its kernels) the directions they leave undetermined get no weight, instead of
+    huge opposite weights that cancel in float64 but not once exported to 9 digits."""
 
+    def fit(self, x, y):
         self.mean, self.scale = standardisation(x)
-        self.model = LinearRegression().fit((x - self.mean) / self.scale, y)
+        z = np.c_[(x - self.mean) / self.scale, np.ones(len(x))]
+        solution = np.linalg.lstsq(z, y, rcond=1e-10)[0]
+        self.coef, self.intercept = solution[:-1], float(solution[-1])
         return self
 
     def predict(self, x):
-        return self.model.predict((x - self.mean) / self.scale)
+        return (x - self.mean) / self.scale @ self.coef + self.intercept
 
     def export(self):
         return {"mean": self.mean.tolist(), "scale": self.scale.tolist(),
-                "layers": [{"weight": [self.model.coef_.tolist()], "bias": [float(self.model.intercept_)]}]}
+                "layers": [{"weight": [self.coef.tolist()], "bias": [self.intercept]}]}
+
+
+class KernelChoiceModel:
+    """Two stages: a classifier (xgboost, multi-class) predicts from the inputs which kernel the library runs (cuBLAS
+    picks among GEMM kernels by shape and GPU), then `regressor` predicts the target from the inputs and that
+    kernel (kernel_inputs). Fitting needs each row's kernel, as the data recorded it; predicting needs
+    the inputs only, so it serves a user's layer. The regressor learns from the classifier's picks on the training
+    rows, as it will meet them. Natively: PredictorBundle with a manifest entry's "kernel_classifier"."""
+
+    def __init__(self, regressor, seed=0):
+        self.regressor, self.seed = regressor, seed
+
+    def fit(self, x, y, kernels):
+        import xgboost
+
+        kernels = np.asarray(kernels, dtype=str)
+        names, counts = np.unique(kernels, return_counts=True)
+        labels = np.where(np.isin(kernels, names[counts >= KERNEL_MIN_ROWS]), kernels, RARE_KERNELS)
+        self.classes, codes = np.unique(labels, return_inverse=True)
+        if len(self.classes) < 2:
+            raise ValueError(f"the rows ran {len(self.classes)} kernel (counting those run by {KERNEL_MIN_ROWS}+ rows"
+                             "); choosing a kernel needs two or more")
+        # 100 rounds of depth 6: as accurate on held-out linear layers as 300 of depth 8 (82%), a fifth of the file
+        self.classifier = xgboost.XGBClassifier(n_estimators=100, max_depth=6, learning_rate=0.3, n_jobs=2,
+                                                tree_method="hist", random_state=self.seed)
+        self.classifier.fit(x, codes)
+        self.regressor.fit(self.with_kernel(x), y)
+        return self
+
+    @property
+    def kernel_inputs(self):
+        """The regressor's inputs after the classifier's: one indicator per kernel class but the first, which is
+        all of them 0 (a full set would sum to 1, the intercept, and leave a linear model's weights undetermined)."""
+        return [f"kernel={name}" for name in self.classes[1:]]
+
+    def kernel_codes(self, x):
+        """The index in `classes` of the kernel predicted for each row."""
+        return self.classifier.predict_proba(x).argmax(axis=1)
+
+    def with_kernel(self, x):
+        return np.c_[x, np.eye(len(self.classes))[self.kernel_codes(x), 1:]]
+
+    def predict(self, x):
+        return self.regressor.predict(self.with_kernel(x))
 
 
 def make_model(family, mlp_epochs=300, seed=0, trees=None):
@@ -229,7 +287,8 @@ def scores(measured_ms, predicted_ms):
 def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epochs=300, seed=0, trees=None):
     """Fits every (feature set, family) to the `<mode>_ms` column on the training part; returns a list of result
     dicts with validation and test scores and the fitted models. Rows without a time for the mode (an optimizer
-    step of a kind without parameters) are left out."""
+    step of a kind without parameters) are left out. Kinds of KERNEL_CHOICE_KINDS whose frame has a `kernel`
+    column also get the "kernel" set: ours, and the kernel a classifier predicts (KernelChoiceModel)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     ms_column = f"{mode}_ms"
@@ -238,16 +297,24 @@ def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epoc
     config_columns = config_keys(kind, frame)
     part = split_by_configuration(frame, config_columns + ([optimizer_column] if optimizer_column else []), seed)
     optimizers = frame[optimizer_column].unique() if optimizer_column else ()
+    candidates = feature_sets(kind, frame["gpu"].unique(), mode, optimizers)
+    if kind in KERNEL_CHOICE_KINDS and "kernel" in frame:
+        candidates["kernel"] = candidates["ours"]  # and the kernel, predicted (KernelChoiceModel)
     results = []
-    for set_name, names in feature_sets(kind, frame["gpu"].unique(), mode, optimizers).items():
+    for set_name, names in candidates.items():
         if sets and set_name not in sets:
             continue
         target = target_for(set_name, mode)
         x = model_inputs(kind, frame, names, optimizer_column)
         y = target_values(kind, frame, target, ms_column)
+        train = part == "train"
         for family in families:
             started = time.monotonic()
-            model = make_model(family, mlp_epochs, seed, trees).fit(x[part == "train"], y[part == "train"])
+            model = make_model(family, mlp_epochs, seed, trees)
+            if set_name == "kernel":
+                model = KernelChoiceModel(model, seed).fit(x[train], y[train], frame.loc[train, "kernel"])
+            else:
+                model.fit(x[train], y[train])
             result = {"kind": kind, "mode": mode, "feature_set": set_name, "family": family, "features": names,
                       "target": target, "model": model, "fit_s": time.monotonic() - started}
             for which in ("validation", "test"):
@@ -280,16 +347,19 @@ TREE_ARRAYS = ("left_children", "right_children", "split_indices", "split_condit
 
 
 def compact_trees(model):
-    """An xgboost JSON model reduced to what prediction needs: the objective, the model parameters and each
-    tree's node arrays (statistics such as gains and hessians dropped; thresholds as float32 reads them)."""
+    """An xgboost JSON model reduced to what prediction needs: the objective, the model parameters, each tree's node
+    arrays (statistics such as gains and hessians dropped; thresholds as float32 reads them) and, for a classifier,
+    the class of each tree."""
     learner = model["learner"]
     booster = learner["gradient_booster"]
+    trees = {"trees": [{key: _nine_digits(tree[key]) if key == "split_conditions" else tree[key]
+                        for key in TREE_ARRAYS} for tree in booster["model"]["trees"]]}
+    if int(learner["learner_model_param"].get("num_class", "0")) > 1:
+        trees["tree_info"] = booster["model"]["tree_info"]  # a classifier's: the class each tree adds to
     return {"learner": {
         "objective": {"name": learner["objective"]["name"]},
         "learner_model_param": learner["learner_model_param"],
-        "gradient_booster": {"name": booster["name"], "model": {"trees": [
-            {key: _nine_digits(tree[key]) if key == "split_conditions" else tree[key] for key in TREE_ARRAYS}
-            for tree in booster["model"]["trees"]]}}}}
+        "gradient_booster": {"name": booster["name"], "model": trees}}}
 
 
 def _write_gzip_json(path, value):
@@ -299,34 +369,35 @@ def _write_gzip_json(path, value):
         json.dump(value, out, separators=(",", ":"))
 
 
-def compact_bundle(folder):
-    """Rewrites a bundle's plain-JSON model files as compact gzip-compressed ones (manifest updated)."""
-    folder = Path(folder)
-    manifest = json.loads((folder / "manifest.json").read_text())
-    for entry in manifest["predictors"]:
-        if entry["file"].endswith(".gz"):
-            continue
-        model = json.loads((folder / entry["file"]).read_text())
-        if entry["family"] not in ("linear", "mlp"):
-            model = compact_trees(model)
-        _write_gzip_json(folder / (entry["file"] + ".gz"), model)
-        (folder / entry["file"]).unlink()
-        entry["file"] += ".gz"
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
+def _write_model(path, family, model):
+    if family in ("linear", "mlp"):
+        _write_gzip_json(path, _nine_digits(model.export()))
+    else:
+        _write_gzip_json(path, compact_trees(json.loads(model.get_booster().save_raw("json"))))
 
 
 def export_model(folder, result):
-    """Writes one chosen result's model file into `folder` (compact gzip JSON); returns its manifest entry."""
-    mode = result["mode"]
-    name = f"{result['kind']}-{mode}-{result['family']}.json.gz"
-    model = result["model"]
-    if result["family"] in ("linear", "mlp"):
-        _write_gzip_json(Path(folder) / name, _nine_digits(model.export()))
-    else:
-        _write_gzip_json(Path(folder) / name, compact_trees(json.loads(model.get_booster().save_raw("json"))))
-    return {"kind": result["kind"], "mode": mode, "family": result["family"], "file": name,
-            "features": result["features"], "target": result["target"], "feature_set": result["feature_set"],
-            "scores": {"validation": result["validation"], "test": result["test"]}}
+    """Writes one chosen result's model file into `folder` (compact gzip JSON), and its kernel classifier's where
+    it has one; returns its manifest entry."""
+    kind, mode, family, model = result["kind"], result["mode"], result["family"], result["model"]
+    name = f"{kind}-{mode}-{family}.json.gz"
+    entry = {"kind": kind, "mode": mode, "family": family, "file": name, "features": result["features"],
+             "target": result["target"], "feature_set": result["feature_set"],
+             "scores": {"validation": result["validation"], "test": result["test"]}}
+    if isinstance(model, KernelChoiceModel):
+        chooser = f"{kind}-{mode}-kernel_classifier.json.gz"
+        _write_model(Path(folder) / chooser, "xgboost", model.classifier)
+        entry["features"] = result["features"] + model.kernel_inputs
+        entry["kernel_classifier"] = {"file": chooser, "features": result["features"],
+                                      "classes": [str(c) for c in model.classes]}
+        model = model.regressor
+    _write_model(Path(folder) / name, family, model)
+    return entry
+
+
+def model_files(entry):
+    """The files of a manifest entry: its model's, and its kernel classifier's where it has one."""
+    return [entry["file"]] + ([entry["kernel_classifier"]["file"]] if "kernel_classifier" in entry else [])
 
 
 def write_manifest(folder, entries, provenance):
@@ -336,7 +407,7 @@ def write_manifest(folder, entries, provenance):
     manifest = {"format": "prenet-predictors", "version": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "fitted_on": provenance, "predictors": entries}
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
-    for stale in set(folder.glob("*.json.gz")) - {folder / e["file"] for e in entries}:
+    for stale in set(folder.glob("*.json.gz")) - {folder / f for e in entries for f in model_files(e)}:
         stale.unlink()  # a model file of an earlier fit, no longer in the manifest
     return folder
 

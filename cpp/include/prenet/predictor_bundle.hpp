@@ -20,7 +20,8 @@ namespace prenet {
 inline constexpr int kBundleFormatVersion = 1;
 
 // Where one model input comes from: a column of the kind's native feature vector, or an indicator
-// ("gpu=<catalog name>", "optimizer=<name>": 1 where it holds).
+// ("gpu=<catalog name>", "optimizer=<name>": 1 where it holds; "kernel=<name>": 1 where the predictor's kernel
+// classifier picks that kernel).
 struct InputSource {
     int feature = -1;  // index into layer_feature_values, or -1 for an indicator
     std::string key, value;
@@ -29,6 +30,16 @@ struct InputSource {
 // The sources of `names` for `kind`; throws std::invalid_argument for a name it cannot make.
 std::vector<InputSource> resolve_inputs(const std::vector<std::string>& names, const LayerKind& kind);
 
+// The kernel a library runs for a configuration (cuBLAS picks among GEMM kernels by shape and GPU), predicted from
+// some of a predictor's inputs; the predictor's "kernel=<class>" inputs are 1 for the predicted class
+// (python/prenet/training.py, KernelChoiceModel).
+struct KernelClassifier {
+    std::vector<std::string> classes;
+    std::vector<Eigen::Index> columns;  // the classifier's inputs, as columns of the predictor's inputs
+    std::vector<std::pair<Eigen::Index, std::size_t>> indicators;  // each "kernel=" input's column and its class
+    std::unique_ptr<Classifier> model;
+};
+
 struct Predictor {
     std::string kind;
     std::string mode;      // "forward", "backward", "optimizer" or "train" (the whole step)
@@ -36,12 +47,14 @@ struct Predictor {
     std::vector<std::string> features;  // native feature names, or "gpu=<name>" / "optimizer=<name>" indicators
     std::string target;    // "log_ms", or "log_ms_over:<feature>" (the log of time divided by that feature)
     std::unique_ptr<Regressor> model;
+    std::unique_ptr<KernelClassifier> kernel;  // where the inputs name kernels (manifest "kernel_classifier")
     // The features' sources, then (for a log_ms_over target) the divisor's: resolved once, at load.
     std::vector<InputSource> sources;
 };
 
 // The model inputs of `names` for each configuration: native features picked by name, plus indicators
-// "gpu=<catalog name>" and "optimizer=<name>". Throws std::invalid_argument for a name it cannot make.
+// "gpu=<catalog name>" and "optimizer=<name>" ("kernel=<name>" are 0 here: PredictorBundle::predict_ms sets them
+// from the predictor's kernel classifier). Throws std::invalid_argument for a name it cannot make.
 FeatureMatrix model_inputs(const std::vector<std::string>& names, const std::vector<LayerConfig>& configs,
                            const GpuSpec& gpu, const std::string& optimizer);
 FeatureMatrix model_inputs(const std::vector<InputSource>& sources, const std::vector<LayerConfig>& configs,

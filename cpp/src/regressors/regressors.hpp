@@ -14,5 +14,6 @@ std::string read_model_file(const std::string& path);
 
 std::unique_ptr<Regressor> load_dense(const std::string& path, std::size_t inputs);
 std::unique_ptr<Regressor> load_tree_ensemble(const std::string& path, std::size_t inputs);  // xgboost JSON
+std::unique_ptr<Classifier> load_tree_classifier(const std::string& path, std::size_t inputs, std::size_t classes);
 
 }  // namespace prenet::regressors

@@ -1,12 +1,15 @@
 // Tree ensembles in xgboost's JSON model format (what Python xgboost's save_model writes): gradient-boosted trees,
-// or a random forest as parallel trees, evaluated natively. Reading the format directly keeps the core free of
-// libxgboost (GPU machines often lack it) and a one-layer prediction free of the C API's per-call set-up.
+// or a random forest as parallel trees, evaluated natively; and multi-class classifiers (multi:softprob), whose
+// trees each add to one class's margin (tree_info). Reading the format directly keeps the core free of libxgboost
+// (GPU machines often lack it) and a one-layer prediction free of the C API's per-call set-up.
 // Semantics follow xgboost's predictor: inputs as float32, go left when x < split_condition (a missing value,
-// NaN, follows default_left), leaf values in split_conditions; output = base_score + sum of leaves
-// (reg:squarederror, identity link; a forest's leaves are already divided by its tree count).
+// NaN, follows default_left), leaf values in split_conditions; margin = base_score + sum of the leaves of the
+// margin's trees. A regressor (reg:squarederror, identity link; a forest's leaves are already divided by its tree
+// count) returns its one margin; a classifier the class of the largest margin (softmax keeps the order).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <iterator>
 #include <limits>
 #include <stdexcept>
@@ -114,16 +117,21 @@ constexpr std::size_t kLanes = 8;
 
 // What an xgboost JSON model holds for the ensemble, read in one pass over its text; the rest is skipped.
 struct XgboostModel {
-    std::string objective, num_feature, base_score, booster;
+    std::string objective, num_feature, num_class, base_score, booster;
     std::vector<Tree> trees;
+    std::vector<std::int64_t> tree_info;  // the margin (class) each tree adds to; absent from older regressors' files
     bool has_trees = false;
 };
 
-// learner.objective.name, learner.learner_model_param.num_feature and .base_score, learner.gradient_booster.name
-// and .model.trees.
+// learner.objective.name, learner.learner_model_param.num_feature, .num_class and .base_score,
+// learner.gradient_booster.name and .model.trees and .model.tree_info.
 XgboostModel read_xgboost_model(JsonCursor& cursor, std::size_t inputs, const std::string& path) {
     XgboostModel m;
     const auto model = [&](const std::string& key) {
+        if (key == "tree_info") {
+            m.tree_info = cursor.integers();
+            return;
+        }
         if (key != "trees") return cursor.skip();
         m.has_trees = true;
         cursor.array([&] {
@@ -138,6 +146,7 @@ XgboostModel read_xgboost_model(JsonCursor& cursor, std::size_t inputs, const st
     };
     const auto parameters = [&](const std::string& key) {
         if (key == "num_feature") m.num_feature = cursor.string();
+        else if (key == "num_class") m.num_class = cursor.string();
         else if (key == "base_score") m.base_score = cursor.string();
         else cursor.skip();
     };
@@ -159,9 +168,13 @@ XgboostModel read_xgboost_model(JsonCursor& cursor, std::size_t inputs, const st
     return m;
 }
 
-class TreeEnsemble : public Regressor {
+// The trees of a model and the margin each adds to: `margins` sums them per row. `objectives` are those the owner
+// serves; `margins` the number of margins it expects (1 for a regressor, the class count for a classifier).
+class TreeEnsemble {
 public:
-    TreeEnsemble(XgboostModel model, std::size_t inputs, const std::string& path) : inputs_(inputs) {
+    TreeEnsemble(XgboostModel model, std::size_t inputs, const std::string& path,
+                 std::initializer_list<const char*> objectives, std::size_t margins)
+        : inputs_(inputs), margins_(margins) {
         if (inputs > std::numeric_limits<std::uint16_t>::max()) {
             throw std::runtime_error(path + ": " + std::to_string(inputs) + " inputs; a tree model takes at most " +
                                      std::to_string(std::numeric_limits<std::uint16_t>::max()));
@@ -174,9 +187,17 @@ public:
             if (value->empty()) throw std::out_of_range(std::string("no learner.") + field);
         }
         if (!model.has_trees) throw std::out_of_range("no learner.gradient_booster.model.trees");
-        if (model.objective != "reg:squarederror") {
-            throw std::runtime_error(path + ": objective '" + model.objective +
-                                     "' is not supported (reg:squarederror only)");
+        if (std::find_if(objectives.begin(), objectives.end(),
+                         [&](const char* o) { return model.objective == o; }) == objectives.end()) {
+            std::string known;
+            for (const char* o : objectives) known += std::string(known.empty() ? "" : ", ") + o;
+            throw std::runtime_error(path + ": objective '" + model.objective + "' is not supported here (" + known +
+                                     ")");
+        }
+        const auto classes = model.num_class.empty() ? 0ul : std::stoul(model.num_class);
+        if (std::max(classes, 1ul) != margins) {
+            throw std::runtime_error(path + ": the model has " + std::to_string(std::max(classes, 1ul)) +
+                                     " classes, the bundle lists " + std::to_string(margins));
         }
         const auto features = std::stoul(model.num_feature);
         if (features != inputs) {
@@ -188,9 +209,22 @@ public:
             throw std::runtime_error(path + ": booster \"" + model.booster + "\" is not supported (gbtree only)");
         }
         trees_ = std::move(model.trees);
+        if (model.tree_info.empty() && margins == 1) model.tree_info.assign(trees_.size(), 0);
+        if (model.tree_info.size() != trees_.size()) {
+            throw std::runtime_error(path + ": tree_info lists " + std::to_string(model.tree_info.size()) +
+                                     " margins for " + std::to_string(trees_.size()) + " trees");
+        }
+        for (const auto margin : model.tree_info) {
+            if (margin < 0 || static_cast<std::size_t>(margin) >= margins) {
+                throw std::runtime_error(path + ": tree_info names margin " + std::to_string(margin) + " of " +
+                                         std::to_string(margins));
+            }
+            tree_margin_.push_back(static_cast<Eigen::Index>(margin));
+        }
     }
 
-    Eigen::VectorXd predict(const FeatureMatrix& inputs) const override {
+    // One row per row of `inputs`, one column per margin.
+    Eigen::MatrixXd margins(const FeatureMatrix& inputs) const {
         if (inputs.cols() != static_cast<Eigen::Index>(inputs_)) {
             throw std::invalid_argument("model expects " + std::to_string(inputs_) + " features, got " +
                                         std::to_string(inputs.cols()));
@@ -213,7 +247,8 @@ public:
             const float* row = values.data() + r * inputs_;
             missing[r] = std::any_of(row, row + inputs_, [](float x) { return std::isnan(x); });
         }
-        Eigen::VectorXd out = Eigen::VectorXd::Constant(inputs.rows(), base_score_);
+        Eigen::MatrixXd out =
+            Eigen::MatrixXd::Constant(inputs.rows(), static_cast<Eigen::Index>(margins_), base_score_);
         for (std::size_t first = 0; first < trees_.size(); first += kLanes) {
             const std::size_t lanes = std::min(kLanes, trees_.size() - first);
             const Node* roots[kLanes] = {};
@@ -232,8 +267,10 @@ public:
                 } else {
                     walk(roots, lanes, levels, row, at, [](const Node& node, float x) { return x < node.threshold; });
                 }
-                double& sum = out[static_cast<Eigen::Index>(r)];
-                for (std::size_t l = 0; l < lanes; ++l) sum += roots[l][at[l]].threshold;  // in tree order
+                const auto row_out = static_cast<Eigen::Index>(r);
+                for (std::size_t l = 0; l < lanes; ++l) {  // in tree order
+                    out(row_out, tree_margin_[first + l]) += roots[l][at[l]].threshold;
+                }
             }
         }
         return out;
@@ -252,18 +289,52 @@ private:
         }
     }
 
-    std::size_t inputs_;
+    std::size_t inputs_, margins_;
     double base_score_ = 0;
     std::vector<Tree> trees_;
+    std::vector<Eigen::Index> tree_margin_;  // per tree, the margin it adds to
+};
+
+class TreeRegressor : public Regressor {
+public:
+    TreeRegressor(XgboostModel model, std::size_t inputs, const std::string& path)
+        : trees_(std::move(model), inputs, path, {"reg:squarederror"}, 1) {}
+    Eigen::VectorXd predict(const FeatureMatrix& inputs) const override { return trees_.margins(inputs).col(0); }
+
+private:
+    TreeEnsemble trees_;
+};
+
+class TreeClassifier : public Classifier {
+public:
+    TreeClassifier(XgboostModel model, std::size_t inputs, std::size_t classes, const std::string& path)
+        : trees_(std::move(model), inputs, path, {"multi:softprob", "multi:softmax"}, classes) {}
+    std::vector<std::size_t> predict_class(const FeatureMatrix& inputs) const override {
+        const Eigen::MatrixXd margins = trees_.margins(inputs);
+        std::vector<std::size_t> classes(static_cast<std::size_t>(margins.rows()));
+        for (Eigen::Index r = 0; r < margins.rows(); ++r) {
+            Eigen::Index best = 0;
+            margins.row(r).maxCoeff(&best);  // the first of equal margins, as argmax
+            classes[static_cast<std::size_t>(r)] = static_cast<std::size_t>(best);
+        }
+        return classes;
+    }
+
+private:
+    TreeEnsemble trees_;
 };
 
 }  // namespace
 
-std::unique_ptr<Regressor> load_tree_ensemble(const std::string& path, std::size_t inputs) {
+namespace {
+
+// The model in the xgboost JSON file at `path`, made by `make` (a regressor or a classifier); errors name the file.
+template <typename Make>
+auto load_trees(const std::string& path, std::size_t inputs, Make make) {
     const std::string text = read_model_file(path);
     try {
         JsonCursor cursor(text);
-        return std::make_unique<TreeEnsemble>(read_xgboost_model(cursor, inputs, path), inputs, path);
+        return make(read_xgboost_model(cursor, inputs, path));
     } catch (const JsonError& e) {
         throw std::runtime_error(path + " is not an xgboost JSON model: " + e.what());
     } catch (const std::out_of_range& e) {  // a field or a tree's array missing, or std::stoul / std::stod out of range
@@ -271,6 +342,20 @@ std::unique_ptr<Regressor> load_tree_ensemble(const std::string& path, std::size
     } catch (const std::invalid_argument& e) {  // std::stoul / std::stod on a malformed number
         throw std::runtime_error(path + ": malformed model parameter: " + e.what());
     }
+}
+
+}  // namespace
+
+std::unique_ptr<Regressor> load_tree_ensemble(const std::string& path, std::size_t inputs) {
+    return load_trees(path, inputs, [&](XgboostModel model) -> std::unique_ptr<Regressor> {
+        return std::make_unique<TreeRegressor>(std::move(model), inputs, path);
+    });
+}
+
+std::unique_ptr<Classifier> load_tree_classifier(const std::string& path, std::size_t inputs, std::size_t classes) {
+    return load_trees(path, inputs, [&](XgboostModel model) -> std::unique_ptr<Classifier> {
+        return std::make_unique<TreeClassifier>(std::move(model), inputs, classes, path);
+    });
 }
 
 }  // namespace prenet::regressors

@@ -68,8 +68,8 @@ RARE_KERNELS = "(rare)"
 
 def target_for(feature_set, mode="forward"):
     """The paper's sets predict time (we use its log, as trees and MLPs fit multiplicative structure better);
-    ours, efficiency and kernel predict the log of time over the mode's bound where one exists: in the forward mode the
-    roofline bound plus a kernel's startup (forward_kernel_bound_ms), so that the ratio of the smallest kernels
+    ours, efficiency and kernel predict the log of time over the mode's bound where one exists: in the forward mode
+    the roofline bound plus a kernel's startup (forward_kernel_bound_ms), so that the ratio of the smallest kernels
     stays bounded and a tree cannot carry one tiny kernel's huge ratio over to a larger one."""
     bounds = {"forward": "forward_kernel_bound_ms", "train": "train_roofline_ms"}
     if feature_set in ("ours", "efficiency", "kernel") and mode in bounds:
@@ -215,10 +215,10 @@ class LinearModel:
 
 class KernelChoiceModel:
     """Two stages: a classifier (xgboost, multi-class) predicts from the inputs which kernel the library runs (cuBLAS
-    picks among GEMM kernels by shape and GPU), then `regressor` predicts the target from the inputs and that
-    kernel (kernel_inputs). Fitting needs each row's kernel, as the data recorded it; predicting needs
-    the inputs only, so it serves a user's layer. The regressor learns from the classifier's picks on the training
-    rows, as it will meet them. Natively: PredictorBundle with a manifest entry's "kernel_classifier"."""
+    picks among GEMM kernels by shape and GPU), then `regressor` predicts the target from the inputs and that kernel
+    (kernel_inputs). Fitting needs each row's kernel, as the data recorded it; predicting needs the inputs only, so
+    it serves a user's layer. The regressor learns from the classifier's picks on the training rows, as it will meet
+    them. Natively: PredictorBundle with a manifest entry's "kernel_classifier"."""
 
     def __init__(self, regressor, seed=0):
         self.regressor, self.seed = regressor, seed

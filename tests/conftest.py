@@ -1,4 +1,6 @@
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -7,8 +9,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-# Tests neither read nor write the user's cache (a CPU calibration there would change CPU estimates).
-os.environ["PRENET_CACHE"] = tempfile.mkdtemp(prefix="prenet-test-cache-")
+# Tests neither read nor write the user's cache (a CPU calibration there would change CPU estimates); theirs, with
+# the bundles' binary copies of trees (about 120 MB), is removed when the run ends.
+TEST_CACHE = tempfile.mkdtemp(prefix="prenet-test-cache-")
+os.environ["PRENET_CACHE"] = TEST_CACHE
+atexit.register(shutil.rmtree, TEST_CACHE, ignore_errors=True)
 
 
 @pytest.fixture

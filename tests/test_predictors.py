@@ -88,6 +88,27 @@ def test_a_kernel_choice_needs_two_kernels(linear_rows):
         training.KernelChoiceModel(training.make_model("linear")).fit(x, np.zeros(len(x)), ["k"] * len(x))
 
 
+def test_bundles_load_through_binary_copies_in_the_cache(tmp_path, monkeypatch):
+    """The packaged GPU bundle's tree models are copied to the cache folder on first load (the kernel classifier's
+    too) and loaded from there after, with the same predictions; PRENET_NO_TREE_CACHE turns the copies off."""
+    from prenet import predictors
+
+    monkeypatch.setenv("PRENET_CACHE", str(tmp_path))
+    config = {"batch": 8, "seq_len": 128, "in_features": 512, "out_features": 1024}
+    predictors.load_bundle.cache_clear()
+    try:
+        first = prenet.predict_layer("linear", gpu="V100", **config)
+        copies = {path.name for path in (tmp_path / "trees").glob("*.trees")}
+        assert {"gpu-linear-forward-xgboost.json.gz.trees", "gpu-linear-forward-kernel_classifier.json.gz.trees",
+                "gpu-conv2d-forward-xgboost.json.gz.trees"} <= copies
+        predictors.load_bundle.cache_clear()
+        assert prenet.predict_layer("linear", gpu="V100", **config) == first
+        monkeypatch.setenv("PRENET_NO_TREE_CACHE", "1")
+        assert predictors.tree_cache_folder() is None
+    finally:
+        predictors.load_bundle.cache_clear()
+
+
 def test_bundle_records_provenance_and_scores(layer_norm_rows, tmp_path):
     result = training.fit_kind("layer_norm", layer_norm_rows, families=["linear"], sets=["baseline"])[0]
     training.export_bundle(tmp_path, [result], {"data": "NeuSight subset"})

@@ -33,7 +33,8 @@ void bind_predictor(py::module_& m) {
           "Model input matrix (rows: configurations) built exactly as the native predictors build it");
 
     py::class_<prenet::PredictorBundle>(m, "PredictorBundle")
-        .def(py::init(&prenet::PredictorBundle::load), py::arg("folder"))
+        .def(py::init(&prenet::PredictorBundle::load), py::arg("folder"), py::arg("cache_folder") = "",
+             "The bundle in `folder`; with `cache_folder`, tree models through binary copies kept there")
         .def("available", &prenet::PredictorBundle::available)
         .def("manifest", &prenet::PredictorBundle::manifest_text)
         .def("predict",

@@ -156,7 +156,7 @@ FeatureMatrix model_inputs(const std::vector<InputSource>& sources, const std::v
     return inputs;
 }
 
-PredictorBundle PredictorBundle::load(const std::string& folder) {
+PredictorBundle PredictorBundle::load(const std::string& folder, const std::string& cache_folder) {
     const std::string manifest_path = folder + "/manifest.json";
     PredictorBundle bundle;
     bundle.manifest_text_ = read_file(manifest_path);
@@ -205,14 +205,14 @@ PredictorBundle PredictorBundle::load(const std::string& folder) {
             if (!added) throw std::runtime_error(where + " is listed twice");
             Predictor* loaded = &at->second;
             const std::string file = folder + "/" + entry.at("file").get<std::string>();
-            loads.emplace_back([loaded, file] {
-                loaded->model = load_regressor(loaded->family, file, loaded->features.size());
+            loads.emplace_back([loaded, file, cache_folder] {
+                loaded->model = load_regressor(loaded->family, file, loaded->features.size(), cache_folder);
             });
             if (loaded->kernel) {
                 const std::string chooser = folder + "/" + entry.at("kernel_classifier").at("file").get<std::string>();
-                loads.emplace_back([loaded, chooser] {
+                loads.emplace_back([loaded, chooser, cache_folder] {
                     KernelClassifier& k = *loaded->kernel;
-                    k.model = load_classifier(chooser, k.columns.size(), k.classes.size());
+                    k.model = load_classifier(chooser, k.columns.size(), k.classes.size(), cache_folder);
                 });
             }
         }

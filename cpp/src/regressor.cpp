@@ -37,17 +37,19 @@ std::string read_model_file(const std::string& path) {
 
 }  // namespace regressors
 
-std::unique_ptr<Regressor> load_regressor(const std::string& family, const std::string& path, std::size_t inputs) {
+std::unique_ptr<Regressor> load_regressor(const std::string& family, const std::string& path, std::size_t inputs,
+                                          const std::string& cache_folder) {
     if (family == "linear" || family == "mlp") return regressors::load_dense(path, inputs);
     if (family == "xgboost" || family == "random_forest" || family == "gradient_boosting") {
-        return regressors::load_tree_ensemble(path, inputs);
+        return regressors::load_tree_ensemble(path, inputs, cache_folder);
     }
     throw std::runtime_error(path + ": unknown model family '" + family +
                              "'; known: linear mlp xgboost random_forest gradient_boosting");
 }
 
-std::unique_ptr<Classifier> load_classifier(const std::string& path, std::size_t inputs, std::size_t classes) {
-    return regressors::load_tree_classifier(path, inputs, classes);
+std::unique_ptr<Classifier> load_classifier(const std::string& path, std::size_t inputs, std::size_t classes,
+                                            const std::string& cache_folder) {
+    return regressors::load_tree_classifier(path, inputs, classes, cache_folder);
 }
 
 }  // namespace prenet

@@ -1,9 +1,11 @@
 // Predictor bundles and dense models against hand-computed values, and every load error path.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <stdexcept>
 
@@ -302,6 +304,57 @@ TEST_F(BundleTest, AKernelClassifierSetsThePredictorsKernelInputs) {
     write("manifest.json", with_chooser(chooser));
     write("c.json", classifier_model("[0, 1, 2, 0, 1, 2]", "2"));
     EXPECT_NE(load_error().find("the model has 2 classes, the bundle lists 3"), std::string::npos);
+}
+
+TEST_F(BundleTest, TreeModelsLoadThroughABinaryCopyWhileTheirFileIsUnchanged) {
+    const fs::path cache = folder_ / "cache";
+    const std::string model = (folder_ / "m.json").string();
+    prenet::FeatureMatrix rows(2, 2);
+    rows << 2, 1, 8, 1;
+    const auto predict = [&] { return prenet::load_regressor("xgboost", model, 2, cache.string())->predict(rows); };
+    write("m.json", tree_model());
+    EXPECT_NEAR(predict()[1], 0.5 + 2.0 - 1.5, 1e-6);  // read from the JSON, a copy made
+    ASSERT_EQ(std::distance(fs::directory_iterator(cache), fs::directory_iterator{}), 1);
+    const fs::path copy = fs::directory_iterator(cache)->path();
+    // The JSON spoilt without changing its size or time: the copy is what loads.
+    const auto written = fs::last_write_time(model);
+    auto spoilt = tree_model();
+    spoilt.replace(spoilt.find("\"learner\""), 9, "\"learnex\"");
+    write("m.json", spoilt);
+    fs::last_write_time(model, written);
+    EXPECT_NEAR(predict()[1], 0.5 + 2.0 - 1.5, 1e-6);
+    // A changed file (another time): read again, the copy remade.
+    auto changed = tree_model();
+    changed.replace(changed.find("[4.0, 0.25, 2.0]"), 16, "[4.0, 0.25, 3.0]");
+    write("m.json", changed);
+    fs::last_write_time(model, written + std::chrono::seconds(5));
+    EXPECT_NEAR(predict()[1], 0.5 + 3.0 - 1.5, 1e-6);
+    // A damaged copy (cut short, or a node pointing outside its tree) is passed over and remade as it was.
+    const auto read_copy = [&] {
+        std::ifstream in(copy, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    };
+    const std::string sound = read_copy();
+    for (const auto damage : {0, 1}) {
+        std::string bytes = sound;
+        if (damage == 0) bytes.resize(bytes.size() - 7);
+        else bytes.replace(bytes.size() - 16, 4, "\x7f\x7f\x7f\x7f");  // the last node's right child
+        std::ofstream(copy, std::ios::binary | std::ios::trunc) << bytes;
+        EXPECT_NEAR(predict()[1], 0.5 + 3.0 - 1.5, 1e-6) << damage;
+        EXPECT_EQ(read_copy(), sound) << damage;
+    }
+    // A cache folder that cannot be made (under a file): loads from the JSON all the same.
+    write("file", "x");
+    EXPECT_NEAR(prenet::load_regressor("xgboost", model, 2, (folder_ / "file" / "cache").string())->predict(rows)[1],
+                0.5 + 3.0 - 1.5, 1e-6);
+    // A classifier's trees too.
+    write("c.json", classifier_model());
+    prenet::FeatureMatrix classify(1, 2);
+    classify << 8, 3;
+    for (int load = 0; load < 2; ++load) {
+        const auto classifier = prenet::load_classifier((folder_ / "c.json").string(), 2, 3, cache.string());
+        EXPECT_EQ(classifier->predict_class(classify), std::vector<std::size_t>{1}) << load;
+    }
 }
 
 TEST_F(BundleTest, ModelFilesLoadSideBySideAndTheFirstFailureInTheManifestIsReported) {

@@ -25,12 +25,24 @@ MODES = ("forward", "train")
 
 @functools.lru_cache(maxsize=8)
 def load_bundle(folder=None):
-    """The native bundle in `folder` (default: PRENET_PREDICTORS or the packaged GPU one); cached."""
+    """The native bundle in `folder` (default: PRENET_PREDICTORS or the packaged GPU one); cached in the process,
+    and its tree models through binary copies in tree_cache_folder() (the first load of a bundle on a machine reads
+    its JSON; later processes load several times faster)."""
     folder = gpu_bundle_folder(folder)
     if not (folder / "manifest.json").is_file():
         raise FileNotFoundError(f"no predictor bundle at {folder} (manifest.json missing); fit one with "
                                 "`python -m prenet.fit` or set PRENET_PREDICTORS")
-    return core().PredictorBundle(str(folder))
+    return core().PredictorBundle(str(folder), str(tree_cache_folder() or ""))
+
+
+def tree_cache_folder():
+    """Where binary copies of the bundles' tree models are kept (prenet/regressors/tree_cache.hpp): `trees/` in
+    prenet's cache folder (PRENET_CACHE, else $XDG_CACHE_HOME/prenet, else ~/.cache/prenet); about 45 MB for the two
+    GPU bundles and 80 MB for the CPU one, each made on first use and remade when its bundle changes; safe to delete.
+    None (no copies) where PRENET_NO_TREE_CACHE is set."""
+    if os.environ.get("PRENET_NO_TREE_CACHE"):
+        return None
+    return host_calibration.cache_folder() / "trees"
 
 
 def gpu_bundle_folder(bundle=None, gpu=None):

@@ -63,8 +63,9 @@ FeatureMatrix model_inputs(const std::vector<InputSource>& sources, const std::v
 class PredictorBundle {
 public:
     // Throws std::runtime_error naming the file and what is wrong (missing, corrupt, other format version,
-    // features this build does not compute).
-    static PredictorBundle load(const std::string& folder);
+    // features this build does not compute). With a `cache_folder`, tree models are read through binary copies kept
+    // there (load_regressor).
+    static PredictorBundle load(const std::string& folder, const std::string& cache_folder = "");
 
     // Milliseconds per configuration, each with its rows placed within the kind's fitted ranges where the manifest
     // records them (within_fitted_rows); throws std::invalid_argument if no predictor covers (kind, mode).

@@ -21,8 +21,10 @@ public:
 };
 
 // Families: "linear", "mlp" (JSON weights written by prenet.training), "xgboost" and "random_forest"
-// (xgboost JSON models). Throws std::runtime_error naming the file and the problem.
-std::unique_ptr<Regressor> load_regressor(const std::string& family, const std::string& path, std::size_t inputs);
+// (xgboost JSON models). Throws std::runtime_error naming the file and the problem. With a `cache_folder`, tree
+// models are read through binary copies kept there (made on the first read, used while the file is unchanged).
+std::unique_ptr<Regressor> load_regressor(const std::string& family, const std::string& path, std::size_t inputs,
+                                          const std::string& cache_folder = "");
 
 class Classifier {
 public:
@@ -33,7 +35,8 @@ public:
 };
 
 // A multi-class xgboost JSON model (multi:softprob or multi:softmax) over `inputs` columns and `classes` classes.
-// Throws std::runtime_error naming the file and the problem.
-std::unique_ptr<Classifier> load_classifier(const std::string& path, std::size_t inputs, std::size_t classes);
+// Throws std::runtime_error naming the file and the problem. `cache_folder` as load_regressor's.
+std::unique_ptr<Classifier> load_classifier(const std::string& path, std::size_t inputs, std::size_t classes,
+                                            const std::string& cache_folder = "");
 
 }  // namespace prenet

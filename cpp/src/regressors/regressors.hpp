@@ -13,7 +13,10 @@ namespace prenet::regressors {
 std::string read_model_file(const std::string& path);
 
 std::unique_ptr<Regressor> load_dense(const std::string& path, std::size_t inputs);
-std::unique_ptr<Regressor> load_tree_ensemble(const std::string& path, std::size_t inputs);  // xgboost JSON
-std::unique_ptr<Classifier> load_tree_classifier(const std::string& path, std::size_t inputs, std::size_t classes);
+// xgboost JSON models; with a `cache_folder`, through binary copies of earlier reads kept there (tree_cache.hpp)
+std::unique_ptr<Regressor> load_tree_ensemble(const std::string& path, std::size_t inputs,
+                                              const std::string& cache_folder);
+std::unique_ptr<Classifier> load_tree_classifier(const std::string& path, std::size_t inputs, std::size_t classes,
+                                                 const std::string& cache_folder);
 
 }  // namespace prenet::regressors

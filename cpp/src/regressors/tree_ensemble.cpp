@@ -18,28 +18,12 @@
 
 #include "json_cursor.hpp"
 #include "regressors.hpp"
+#include "tree_cache.hpp"
+#include "xgboost_model.hpp"
 
 namespace prenet::regressors {
 
 namespace {
-
-// One node in 16 bytes (four to a cache line): the child to go to when the split says right (0) or left (1),
-// the split condition (at a leaf: the leaf value), the input it splits on, and where a missing value goes. A
-// leaf's children are the leaf itself, so a walk may run past it without a branch.
-struct Node {
-    std::int32_t child[2];
-    float threshold;
-    std::uint16_t feature;
-    bool default_left;
-};
-static_assert(sizeof(Node) == 16, "four nodes to a cache line");
-
-// A tree's nodes in depth-first order, left subtree first (a left child sits right after its parent, often in
-// the same cache line), and its depth (the most splits on a path from the root to a leaf).
-struct Tree {
-    std::vector<Node> nodes;
-    int depth = 0;
-};
 
 // One tree as xgboost's JSON lists it: per node (breadth first), its children (-1 at a leaf), the input it splits
 // on, its split condition (at a leaf: the leaf value) and where a missing value goes.
@@ -114,14 +98,6 @@ Tree read_tree(const TreeArrays& t, std::size_t inputs, const std::string& where
 
 // Trees walked side by side for one row.
 constexpr std::size_t kLanes = 8;
-
-// What an xgboost JSON model holds for the ensemble, read in one pass over its text; the rest is skipped.
-struct XgboostModel {
-    std::string objective, num_feature, num_class, base_score, booster;
-    std::vector<Tree> trees;
-    std::vector<std::int64_t> tree_info;  // the margin (class) each tree adds to; absent from older regressors' files
-    bool has_trees = false;
-};
 
 // learner.objective.name, learner.learner_model_param.num_feature, .num_class and .base_score,
 // learner.gradient_booster.name and .model.trees and .model.tree_info.
@@ -329,12 +305,20 @@ private:
 namespace {
 
 // The model in the xgboost JSON file at `path`, made by `make` (a regressor or a classifier); errors name the file.
+// With a `cache_folder`, the trees come from a binary copy of an earlier read where one matches (tree_cache.hpp),
+// and a read from the JSON leaves one.
 template <typename Make>
-auto load_trees(const std::string& path, std::size_t inputs, Make make) {
-    const std::string text = read_model_file(path);
+auto load_trees(const std::string& path, std::size_t inputs, const std::string& cache_folder, Make make) {
+    const auto stamp = cache_folder.empty() ? std::nullopt : source_stamp(path);
+    const std::string cache_file = stamp ? tree_cache_file(cache_folder, path) : "";
+    auto cached = stamp ? read_tree_cache(cache_file, *stamp, inputs) : std::nullopt;
+    const std::string text = cached ? "" : read_model_file(path);
     try {
+        if (cached) return make(std::move(*cached));
         JsonCursor cursor(text);
-        return make(read_xgboost_model(cursor, inputs, path));
+        XgboostModel model = read_xgboost_model(cursor, inputs, path);
+        if (stamp) write_tree_cache(cache_file, *stamp, model);
+        return make(std::move(model));
     } catch (const JsonError& e) {
         throw std::runtime_error(path + " is not an xgboost JSON model: " + e.what());
     } catch (const std::out_of_range& e) {  // a field or a tree's array missing, or std::stoul / std::stod out of range
@@ -346,14 +330,16 @@ auto load_trees(const std::string& path, std::size_t inputs, Make make) {
 
 }  // namespace
 
-std::unique_ptr<Regressor> load_tree_ensemble(const std::string& path, std::size_t inputs) {
-    return load_trees(path, inputs, [&](XgboostModel model) -> std::unique_ptr<Regressor> {
+std::unique_ptr<Regressor> load_tree_ensemble(const std::string& path, std::size_t inputs,
+                                              const std::string& cache_folder) {
+    return load_trees(path, inputs, cache_folder, [&](XgboostModel model) -> std::unique_ptr<Regressor> {
         return std::make_unique<TreeRegressor>(std::move(model), inputs, path);
     });
 }
 
-std::unique_ptr<Classifier> load_tree_classifier(const std::string& path, std::size_t inputs, std::size_t classes) {
-    return load_trees(path, inputs, [&](XgboostModel model) -> std::unique_ptr<Classifier> {
+std::unique_ptr<Classifier> load_tree_classifier(const std::string& path, std::size_t inputs, std::size_t classes,
+                                                 const std::string& cache_folder) {
+    return load_trees(path, inputs, cache_folder, [&](XgboostModel model) -> std::unique_ptr<Classifier> {
         return std::make_unique<TreeClassifier>(std::move(model), inputs, classes, path);
     });
 }

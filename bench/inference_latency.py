@@ -61,8 +61,7 @@ def main(argv=None):
     entry = {"family": "xgboost", "features": result["features"], "target": result["target"]}
     frame = frame[frame["gpu"] == gpu]
     frame = frame.sample(args.rows, replace=len(frame) < args.rows, random_state=1).reset_index(drop=True)
-    keys = [k for k in frame.columns if k not in ("gpu", "forward_ms")]
-    configs = frame[keys].astype("int64").to_dict("records")
+    configs = frame[training.config_keys(args.kind, frame)].astype("int64").to_dict("records")
     inputs = training.model_inputs(args.kind, frame, entry["features"])
     target = np.log(frame["forward_ms"].to_numpy())
 

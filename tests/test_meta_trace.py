@@ -302,6 +302,28 @@ def test_weights_on_meta_swaps_a_recurrent_layers_flat_weights_and_restores_them
     assert all(now is before for now, before in zip(lstm._flat_weights, originals))
 
 
+def test_meta_twins_are_kept_between_traces_while_their_tensors_keep_their_layout():
+    layer = nn.Linear(4, 3)
+    first = op_trace.trace_once(layer, torch.empty(2, 4, device="meta"), meta=True)
+    twin = meta_model.meta_twin(layer.weight)
+    assert twin.device.type == "meta" and isinstance(twin, nn.Parameter) and twin.grad is None
+    # a second trace finds the twins without the gradients the first one left, so it records the same operators
+    assert signature(op_trace.trace_once(layer, torch.empty(2, 4, device="meta"), meta=True)) == signature(first)
+    assert meta_model.meta_twin(layer.weight) is twin
+    layer.weight.data = torch.empty(3, 4).t().contiguous().t()  # same shape, other strides: a new twin
+    assert meta_model.meta_twin(layer.weight) is not twin
+    assert meta_model.meta_twin(layer.weight).stride() == layer.weight.stride()
+    layer.weight.requires_grad_(False)
+    assert not meta_model.meta_twin(layer.weight).requires_grad
+    layer.weight.data = torch.empty(5, 4)
+    assert meta_model.meta_twin(layer.weight).shape == (5, 4)
+    kept, gone = len(meta_model._twins), torch.empty(7)
+    meta_model.meta_twin(gone)
+    assert len(meta_model._twins) == kept + 1
+    del gone  # the entry goes with its tensor
+    assert len(meta_model._twins) == kept
+
+
 def test_a_channels_last_model_is_traced_as_such_on_meta_as_for_real():
     model = torchvision.models.resnet18(weights=None).to(memory_format=torch.channels_last).train()
     inputs = image_batch(3).to(memory_format=torch.channels_last)

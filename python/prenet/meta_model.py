@@ -10,6 +10,7 @@ norm's weight gradients the wrong dtype and runs batch norm through a slow Pytho
 raises, and the caller traces with real tensors instead.
 """
 import contextlib
+import weakref
 
 import torch
 
@@ -192,11 +193,26 @@ def meta_kernel(func):
     return MISSING_META_KERNELS.get(func, func)
 
 
+# id of a tensor -> (a weak reference to it, its layout, its meta twin): twins kept from one trace to the next, as
+# making them is most of what putting a model's weights on meta costs; an entry goes with its tensor
+_twins = {}
+
+
 def meta_twin(tensor):
-    """A data-less tensor of `tensor`'s shape and dtype (a Parameter for a Parameter, keeping requires_grad)."""
+    """A data-less tensor of `tensor`'s shape, strides and dtype (a Parameter for a Parameter, keeping
+    requires_grad, without a gradient); the one made for `tensor` before where its layout is unchanged."""
+    layout = (tensor.shape, tensor.stride(), tensor.dtype, tensor.requires_grad, isinstance(tensor, torch.nn.Parameter))
+    key = id(tensor)
+    kept = _twins.get(key)
+    if kept is not None and kept[0]() is tensor and kept[1] == layout:
+        twin = kept[2]
+        if layout[-1]:
+            twin.grad = None  # left by the last trace's backward pass
+        return twin
     twin = torch.empty_like(tensor, device="meta")
-    if isinstance(tensor, torch.nn.Parameter):
-        return torch.nn.Parameter(twin, requires_grad=tensor.requires_grad)
+    if layout[-1]:
+        twin = torch.nn.Parameter(twin, requires_grad=tensor.requires_grad)
+    _twins[key] = (weakref.ref(tensor, lambda _, key=key: _twins.pop(key, None)), layout, twin)
     return twin
 
 

@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 // tree its depth, its node count and its nodes as in memory). Numbers in this machine's byte order: a copy is this
 // machine's alone.
 constexpr char kMagic[8] = {'P', 'R', 'E', 'N', 'E', 'T', 'T', 'C'};
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;
 
 class Writer {
 public:
@@ -75,11 +75,11 @@ private:
 bool sound(const Tree& tree, std::size_t inputs) {
     const auto nodes = static_cast<std::int64_t>(tree.nodes.size());
     if (nodes == 0 || tree.depth < 0 || tree.depth >= nodes) return false;
-    for (const Node& node : tree.nodes) {
-        for (const auto child : node.child) {
-            if (child < 0 || child >= nodes) return false;
-        }
-        if (node.feature >= inputs) return false;
+    for (std::int64_t i = 0; i < nodes; ++i) {
+        const Node& node = tree.nodes[static_cast<std::size_t>(i)];
+        const auto right = node.right_offset();
+        // an inner node's left child (the next node) and right child lie after it, in the tree
+        if ((right != 0 && (right < 2 || i + right >= nodes)) || node.feature >= inputs) return false;
     }
     return true;
 }

@@ -84,14 +84,20 @@ Tree read_tree(const TreeArrays& t, std::size_t inputs, const std::string& where
             pending.push_back(left[n]);
         }
     }
+    if (order.size() > std::size_t{Node::kRightMask} + 1) {
+        throw std::runtime_error(where + ": " + std::to_string(order.size()) + " nodes; a tree here has at most " +
+                                 std::to_string(Node::kRightMask + 1));
+    }
     Tree tree{std::vector<Node>(order.size())};
     for (std::size_t i = 0; i < order.size(); ++i) {
-        const std::int32_t n = order[i], self = static_cast<std::int32_t>(i);
-        tree.nodes[i] = left[n] == -1
-                            ? Node{{self, self}, static_cast<float>(threshold[n]), 0, false}
-                            : Node{{position[right[n]], position[left[n]]}, static_cast<float>(threshold[n]),
-                                   static_cast<std::uint16_t>(feature[n]), default_left[n] != 0};
-        if (left[n] != -1) tree.depth = std::max(tree.depth, depth[n] + 1);
+        const std::int32_t n = order[i];
+        Node& node = tree.nodes[i];
+        node = {static_cast<float>(threshold[n]), 0, 0};
+        if (left[n] == -1) continue;  // a leaf
+        node.feature = static_cast<std::uint16_t>(feature[n]);
+        node.right = static_cast<std::uint16_t>(position[right[n]] - static_cast<std::int32_t>(i)) |
+                     (default_left[n] != 0 ? Node::kDefaultLeft : 0);
+        tree.depth = std::max(tree.depth, depth[n] + 1);
     }
     return tree;
 }
@@ -238,7 +244,7 @@ public:
                 std::int32_t at[kLanes] = {};
                 if (missing[r]) {
                     walk(roots, lanes, levels, row, at, [](const Node& node, float x) {
-                        return (x < node.threshold) | (std::isnan(x) & node.default_left);
+                        return (x < node.threshold) | (std::isnan(x) & node.default_left());
                     });
                 } else {
                     walk(roots, lanes, levels, row, at, [](const Node& node, float x) { return x < node.threshold; });
@@ -260,7 +266,9 @@ private:
         for (int level = 0; level < levels; ++level) {
             for (std::size_t l = 0; l < lanes; ++l) {
                 const Node& node = roots[l][at[l]];
-                at[l] = node.child[goes_left(node, row[node.feature])];
+                const std::int32_t right = node.right_offset();
+                const std::int32_t step = goes_left(node, row[node.feature]) ? 1 : right;
+                at[l] += right == 0 ? 0 : step;  // a leaf stays
             }
         }
     }

@@ -8,19 +8,25 @@
 
 namespace prenet::regressors {
 
-// One node in 16 bytes (four to a cache line): the child to go to when the split says right (0) or left (1),
-// the split condition (at a leaf: the leaf value), the input it splits on, and where a missing value goes. A
-// leaf's children are the leaf itself, so a walk may run past it without a branch.
+// One node in 8 bytes (eight to a cache line: a walk's cost is mostly its reads of trees not in cache): the split
+// condition (at a leaf: the leaf value), the input it splits on, and in `right` where the right child is, as the
+// number of nodes after this one (kRightMask; 0 at a leaf, whose walk stays on it), and where a missing value goes
+// (kDefaultLeft). The left child is the next node.
 struct Node {
-    std::int32_t child[2];
     float threshold;
     std::uint16_t feature;
-    bool default_left;
+    std::uint16_t right;
+
+    static constexpr std::uint16_t kRightMask = 0x7fff;
+    static constexpr std::uint16_t kDefaultLeft = 0x8000;
+    std::int32_t right_offset() const { return right & kRightMask; }
+    bool default_left() const { return (right & kDefaultLeft) != 0; }
 };
-static_assert(sizeof(Node) == 16, "four nodes to a cache line");
+static_assert(sizeof(Node) == 8, "eight nodes to a cache line");
 
 // A tree's nodes in depth-first order, left subtree first (a left child sits right after its parent, often in
-// the same cache line), and its depth (the most splits on a path from the root to a leaf).
+// the same cache line), and its depth (the most splits on a path from the root to a leaf); at most
+// Node::kRightMask + 1 nodes.
 struct Tree {
     std::vector<Node> nodes;
     int depth = 0;

@@ -10,9 +10,10 @@ Jacobians with vmap(jacrev), the CountSketch projection where parameters exceed 
 each part timed), beside one SGD step (momentum 0.9, batch 32, float32) of the same network; "steps" columns say
 how many training steps cost as much as each kernel.
 
-Run:  .venv/bin/python bench/tangent_kernel_cost.py   (about 2 minutes; torch's default threads)
-Writes bench/results/tangent_kernel_cost.md.
+Run:  .venv/bin/python bench/tangent_kernel_cost.py [--out FILE]   (about 2 minutes; torch's default threads)
+Writes bench/results/tangent_kernel_cost.md by default.
 """
+import argparse
 import time
 from pathlib import Path
 
@@ -70,6 +71,9 @@ def training_step_s(model, shape):
 
 
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(RESULTS))
+    args = parser.parse_args()
     torch.manual_seed(0)
     lines = ["# What the tangent kernel costs, against training steps", "",
              f"`.venv/bin/python bench/tangent_kernel_cost.py` ({time.strftime('%Y-%m-%d')}; torch "
@@ -91,7 +95,7 @@ def main():
                      f"{sum(parts) / step:,.0f} |")
         print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"
-    write_report(RESULTS, text)
+    write_report(args.out, text)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@ convolutions: Winograd, FFT, GEMM, cuDNN's implicit kernels; for matrix products
 kernel's exact name (one input per name run by at least MIN_ROWS rows, the rest as one). Neither is known when a
 user's layer is predicted, so these are oracles: an upper bound on what predicting the kernel choice could give.
 If knowing the very kernel leaves the error where it was, the error is not the kernel choice. Then (c) what can be
-had without the record: the kernel's name predicted from our features by a classifier, its choice an input of the
-regressor, as the packaged linear predictor does (training.KernelChoiceModel, fitted on the training part).
+had without the record: the kernel's name predicted by a classifier from our features and the kind's tile features
+(training.kernel_set), its choice an input of the regressor, as the packaged linear predictor does
+(training.KernelChoiceModel, fitted on the training part).
 
 Run:  .venv/bin/python bench/kernel_choice_ceiling.py [--kinds conv2d linear bmm] [--out FILE]
 (about two minutes). Writes bench/results/kernel_choice_ceiling.md.
@@ -82,7 +83,8 @@ def main(argv=None):
             "our features (the ours set)": x,
             "+ the kernel's family": np.c_[x, one_hot(names.map(family))],
             "+ the kernel's exact name": np.c_[x, one_hot(exact)]}.items()}
-        two_stage = fit_and_score(kind, frame, x, y, target, part, kernels=names.to_numpy(str))
+        x_kernel = training.model_inputs(kind, frame, training.kernel_set(kind, inputs))
+        two_stage = fit_and_score(kind, frame, x_kernel, y, target, part, kernels=names.to_numpy(str))
         results[f"+ the kernel's name as predicted (test accuracy {two_stage[2]:.0%})"] = two_stage
         for label, (s, _, _) in results.items():
             lines.append(f"| {kind} | {label} | {s['median_rel']:.1%} | {s['p90_rel']:.1%} |")
@@ -101,7 +103,8 @@ def main(argv=None):
         "xgboost (600 trees, depth 8) on our features with the bundle's target, fitted on the training part of the "
         "80/10/10 split by configuration, judged on the test part (relative error). The family and exact-name inputs "
         "are oracles (NeuSight recorded the kernel each row ran; a user's layer has no such record); the predicted "
-        "name is a classifier's (training.KernelChoiceModel, as the packaged linear predictor: xgboost, 100 rounds "
+        "name is a classifier's (training.KernelChoiceModel on the kernel set's inputs, ours and the tile features, "
+        "as the packaged linear predictor: xgboost, 100 rounds "
         "of depth 6, fitted on the training part; its accuracy on the test part in brackets).", "",
         "| kind | inputs | test median | test p90 |", "| --- | --- | --- | --- |", *lines, "",
         "Test median per GPU:", "",

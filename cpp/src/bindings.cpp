@@ -57,6 +57,7 @@ py::dict kind_to_dict(const prenet::LayerKind& kind) {
     d["parameters"] = parameters;
     d["derived_features"] = kind.derived_names;
     d["features"] = prenet::feature_names(kind);
+    d["gemm_features"] = prenet::gemm_feature_names(kind);
     d["row_parameters"] = kind.row_parameters ? py::make_tuple(kind.row_parameters->first, kind.row_parameters->second)
                                               : py::object(py::none());
     return d;

@@ -1,6 +1,8 @@
 #include "prenet/features.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 
 namespace prenet {
 
@@ -15,7 +17,36 @@ const std::vector<std::string> kCommonFeatures = {
     "gpu_sm_count", "gpu_memory_gb", "gpu_l2_cache_mb",
 };
 
+// cuBLAS's FP32 GEMM tiles (m x n), as its kernels' names give them (volta_sgemm_128x64_tn, ...): those NeuSight's
+// linear layers ran on Pascal, Volta, Turing and Ampere.
+constexpr std::array<std::array<int, 2>, 7> kSgemmTiles = {{{128, 128}, {128, 64}, {128, 32}, {64, 64}, {64, 32},
+                                                            {32, 128}, {32, 32}}};
+
+std::vector<double> gemm_feature_values(const GemmShape& g, const GpuSpec& gpu) {
+    std::vector<double> values = {g.m, g.n, g.k};
+    const double sms = static_cast<double>(gpu.sm_count);
+    for (const auto& [tile_m, tile_n] : kSgemmTiles) {
+        // thread blocks: one per output tile (tile quantization), run sms at a time (wave quantization)
+        const double blocks = g.count * std::ceil(g.m / tile_m) * std::ceil(g.n / tile_n);
+        const double waves = blocks / sms;
+        values.push_back(waves);
+        values.push_back(blocks / (std::ceil(waves) * sms));  // the share of the waves' slots that work
+    }
+    return values;
+}
+
 }  // namespace
+
+std::vector<std::string> gemm_feature_names(const LayerKind& kind) {
+    if (!kind.gemm_shape) return {};
+    std::vector<std::string> names = {"gemm_m", "gemm_n", "gemm_k"};
+    for (const auto& [tile_m, tile_n] : kSgemmTiles) {
+        const std::string tile = "tiles_" + std::to_string(tile_m) + "x" + std::to_string(tile_n);
+        names.push_back(tile + "_waves");
+        names.push_back(tile + "_filled");
+    }
+    return names;
+}
 
 // Roofline bound (Williams et al., 2009): the slower of compute at peak rate and traffic at peak bandwidth, in ms.
 double roofline_ms(double flops, double bytes, double tflops, double bandwidth_gbs) {
@@ -31,6 +62,8 @@ std::vector<std::string> feature_names(const LayerKind& kind) {
     for (const auto& p : kind.parameters) names.push_back(p.name);
     names.insert(names.end(), kind.derived_names.begin(), kind.derived_names.end());
     names.insert(names.end(), kCommonFeatures.begin(), kCommonFeatures.end());
+    const auto gemm = gemm_feature_names(kind);
+    names.insert(names.end(), gemm.begin(), gemm.end());
     return names;
 }
 
@@ -53,6 +86,10 @@ std::vector<double> layer_feature_values(const LayerConfig& config, const GpuSpe
         gpu.fp32_tflops, gpu.memory_bandwidth_gbs, gpu.boost_clock_mhz, static_cast<double>(gpu.cuda_cores),
         static_cast<double>(gpu.sm_count), gpu.memory_gb, gpu.l2_cache_mb,
     });
+    if (kind.gemm_shape) {
+        const auto gemm = gemm_feature_values(kind.gemm_shape(config), gpu);
+        values.insert(values.end(), gemm.begin(), gemm.end());
+    }
     return values;
 }
 

@@ -255,6 +255,27 @@ TEST(Features, ComputeBoundRoofline) {
     EXPECT_DOUBLE_EQ(feature(f, "forward_roofline_ms"), 1e3 * 2.0 * 1024 * 1024 * 1024 / 1e13);
 }
 
+TEST(Features, LinearTilesInCublasOrientation) {
+    // y = x W^T over 32 x 4 rows (n = 128), D_in 512 (k), D_out 1000 (m), on 10 SMs.
+    const auto& kind = find_layer_kind("linear");
+    const auto f = prenet::layer_features(
+        kind.configure({{"batch", 32}, {"seq_len", 4}, {"in_features", 512}, {"out_features", 1000}}), test_gpu());
+    EXPECT_DOUBLE_EQ(feature(f, "gemm_m"), 1000);
+    EXPECT_DOUBLE_EQ(feature(f, "gemm_n"), 128);
+    EXPECT_DOUBLE_EQ(feature(f, "gemm_k"), 512);
+    // 128 x 128 tiles: ceil(1000 / 128) = 8 blocks by 1, 0.8 of a wave, 8 of its 10 slots working.
+    EXPECT_DOUBLE_EQ(feature(f, "tiles_128x128_waves"), 0.8);
+    EXPECT_DOUBLE_EQ(feature(f, "tiles_128x128_filled"), 0.8);
+    // 32 x 32 tiles: 32 blocks by 4 = 128, 12.8 waves, the 13 waves' 130 slots 128 full.
+    EXPECT_DOUBLE_EQ(feature(f, "tiles_32x32_waves"), 12.8);
+    EXPECT_DOUBLE_EQ(feature(f, "tiles_32x32_filled"), 128.0 / 130.0);
+    // 128 x 32 tiles: 8 by 4 = 32 blocks, 3.2 waves; 32 x 128: 32 by 1, the same count.
+    EXPECT_DOUBLE_EQ(feature(f, "tiles_128x32_waves"), 3.2);
+    EXPECT_DOUBLE_EQ(feature(f, "tiles_32x128_waves"), 3.2);
+    EXPECT_DOUBLE_EQ(feature(f, "tiles_64x32_filled"), 64.0 / 70.0);  // 16 by 4 blocks in 7 waves
+    EXPECT_TRUE(prenet::gemm_feature_names(find_layer_kind("conv2d")).empty());
+}
+
 TEST(Features, NamesMatchValuesForEveryKind) {
     const std::map<std::string, std::map<std::string, std::int64_t>> samples = {
         {"linear", {{"batch", 1}, {"in_features", 1}, {"out_features", 1}}},

@@ -39,6 +39,11 @@ def render_layer_kinds_markdown():
             lines.append(f"| `{p['name']}` | {default} | {p['min']} to {p['max']} | {p['description']} |")
         derived = ", ".join(f"`{name}`" for name in kind["derived_features"]) or "none"
         lines += ["", f"Derived layer-specific features: {derived}.", ""]
+        if kind["gemm_features"]:
+            lines += ["Tile features (one matrix product that cuBLAS tiles; `cpp/src/features.cpp`): "
+                      + ", ".join(f"`{name}`" for name in kind["gemm_features"]) + ": the product's m, n and k in "
+                      "cuBLAS's column-major terms, and per FP32 tile shape the waves of thread blocks over the "
+                      "GPU's SMs and the share of those waves' slots that work.", ""]
         if kind["row_parameters"]:
             first, second = kind["row_parameters"]
             lines += [f"Its work depends on `{first}` x `{second}` alone: a predictor bundle sees that product "

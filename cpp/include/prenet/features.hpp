@@ -27,6 +27,12 @@ double roofline_ms(double flops, double bytes, const GpuSpec& gpu);
 // The same bound at a given compute rate (TFLOP/s) and bandwidth (GB/s).
 double roofline_ms(double flops, double bytes, double tflops, double bandwidth_gbs);
 
+// A kind with a gemm_shape also has tile features: the product's m, n and k, and for each of cuBLAS's FP32 tile
+// shapes how many waves of thread blocks it runs on the GPU's SMs and how full those waves are (tile and wave
+// quantization, NVIDIA's "Matrix Multiplication Background User's Guide"), what cuBLAS's choice of kernel and its
+// time turn on. Their names, empty for a kind without a gemm_shape.
+std::vector<std::string> gemm_feature_names(const LayerKind& kind);
+
 // Names of the features of `kind`, in the order layer_features returns them.
 std::vector<std::string> feature_names(const LayerKind& kind);
 

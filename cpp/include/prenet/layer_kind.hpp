@@ -66,6 +66,12 @@ struct LayerCost {
     double backward_bytes = 0;     // bytes read and written by the backward kernels
 };
 
+// A matrix product in cuBLAS's column-major terms: C (m x n) = A (m x k) B (k x n), `count` of them as a batched
+// product runs them.
+struct GemmShape {
+    double m = 0, n = 0, k = 0, count = 1;
+};
+
 class LayerKind {
 public:
     std::string name;          // PyTorch-style name: "conv2d", "lstm", ...
@@ -107,6 +113,9 @@ public:
     // GPU data never times: the general convolution's block-diagonal implicit GEMM, conv2d.cpp).
     std::vector<std::string> unfitted_parameters;
     std::function<std::vector<KernelWork>(const LayerConfig&)> unfitted_kernels;
+    // Where the layer is one matrix product that cuBLAS tiles: its shape, which gives the tile features
+    // (prenet/features.hpp). Empty function: no such features.
+    std::function<GemmShape(const LayerConfig&)> gemm_shape;
 
     // Fills defaults, rejects unknown or missing keys and out-of-range values, then validates.
     LayerConfig configure(const std::map<std::string, std::int64_t>& given) const;

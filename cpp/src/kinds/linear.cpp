@@ -62,6 +62,12 @@ LayerKind make_linear() {
     kind.backward_kernels = linear_backward;
     kind.tensor_cores = TensorCores::matmul;
     kind.flops_bound_time = true;
+    // PyTorch runs y = x W^T as the column-major product y^T = W x^T: m = D_out, n = the rows, k = D_in
+    // (addmm in aten/src/ATen/native/cuda/Blas.cpp: row-major operands as their column-major transposes).
+    kind.gemm_shape = [](const LayerConfig& c) {
+        return GemmShape{static_cast<double>(c["out_features"]), static_cast<double>(c["batch"]) * c["seq_len"],
+                         static_cast<double>(c["in_features"])};
+    };
     return kind;
 }
 

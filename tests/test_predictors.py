@@ -379,6 +379,40 @@ def test_dense_models_agree_when_device_figures_are_constant(family, tmp_path):
     np.testing.assert_allclose(native, python, rtol=1e-5)
 
 
+class _ExitsWhenUnpickled:
+    """Unpickled in a fit's worker process, ends that process at once, as a crash would."""
+
+    def __reduce__(self):
+        import os
+
+        return os._exit, (3,)
+
+
+def test_a_fit_whose_worker_dies_stops_with_an_error_keeping_the_finished_kinds(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from prenet import fit
+
+    bundle, results = tmp_path / "bundle", tmp_path / "tables.md"
+    args = ["--data", "neusight", "--kinds", "relu", "add", "--families", "linear", "--sets", "ours",
+            "--max-rows", "300", "--jobs", "2", "--out", str(bundle), "--results", str(results)]
+    real = pd.DataFrame.to_pickle
+
+    def add_rows_kill_their_worker(frame, path, *rest, **options):
+        if Path(path).name == "add.pkl":
+            return pd.to_pickle(_ExitsWhenUnpickled(), path)
+        return real(frame, path, *rest, **options)
+
+    monkeypatch.setattr(pd.DataFrame, "to_pickle", add_rows_kill_their_worker)
+    with pytest.raises(RuntimeError, match="a worker process died while fitting .*run the same command again"):
+        fit.main(args)
+    assert not (bundle / "manifest.json").exists()
+    monkeypatch.setattr(pd.DataFrame, "to_pickle", real)
+    fit.main(args)  # goes on, whichever kinds the first run finished
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert sorted(e["kind"] for e in manifest["predictors"]) == ["add", "relu"]
+
+
 def test_an_interrupted_fit_resumes_with_the_kinds_it_had_not_finished(tmp_path, monkeypatch):
     from prenet import fit
 

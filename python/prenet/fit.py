@@ -133,12 +133,35 @@ def fit_kinds(data, kinds, modes, families, sets, ablation_modes, mlp_epochs=300
             yield args[0], fit_one_kind(*args)
         return
     import multiprocessing
+    import tempfile
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [(args[0], pool.submit(fit_one_kind, *args)) for args in arguments]
+    # Each worker reads its kind's rows from a file: a task of a few hundred bytes, where the rows themselves
+    # (hundreds of KB) would wait in the pipe to the workers, and should a worker die there, Python 3.11's pool
+    # deadlocks writing them instead of reporting the death (a fit hung so, a worker having crashed).
+    with tempfile.TemporaryDirectory(prefix="prenet-fit-") as folder, \
+            ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = []
+        for kind, frame, *rest in arguments:
+            rows = Path(folder) / f"{kind}.pkl"
+            frame.to_pickle(rows)
+            futures.append((kind, pool.submit(_fit_kind_from_file, kind, str(rows), *rest)))
         for kind, future in futures:
-            yield kind, future.result()
+            try:
+                fitted = future.result()
+            except BrokenProcessPool as error:
+                raise RuntimeError(f"a worker process died while fitting {kind} or a kind beside it (see the "
+                                   "system log for a crash); the kinds finished before are kept: run the same "
+                                   "command again to fit the rest") from error
+            yield kind, fitted
+
+
+def _fit_kind_from_file(kind, rows_path, *rest):
+    """fit_one_kind in a worker process, on the rows of `kind` pickled at `rows_path` (fit_kinds)."""
+    import pandas as pd
+
+    return fit_one_kind(kind, pd.read_pickle(rows_path), *rest)
 
 
 def fit_all(data, kinds, modes, families, sets, ablation_modes, mlp_epochs=300, trees=None, max_rows=0, jobs=1):

@@ -177,9 +177,44 @@ def test_calibrate_times_reference_layers_and_resumes_after_an_interruption(othe
     host_calibration.calibrate(progress=False)
     record = json.loads(other_cpu.read_text())
     assert len(record["layers"]) == len(references)  # the three already timed were not timed again
+    assert record["bundle"] == host_calibration.bundle_stamp()  # the bundle its predictions came from
     assert [row["config"] for row in record["layers"][:3]] == [config for _, config in timed]
     assert all(row["status"] == "ok" and row["forward_ms"] > 0 and row["train_ms"] > 0 for row in record["layers"])
     assert record["host_costs"]["op_us"] > 0
     calibration = host_calibration.load()
     assert calibration.layers == len(references)
     assert 0.05 < calibration.factor("forward", "linear", 1.0) < 20
+
+
+def test_a_calibration_made_with_another_bundle_is_read_with_the_packaged_bundles_predictions(other_cpu,
+                                                                                          monkeypatch):
+    from prenet.catalog import host_catalog
+
+    raw = predictors.load_bundle(str(predictors.PACKAGED_HOST_BUNDLE))
+    catalog = host_catalog()
+    host = catalog.rows()[0]["name"]
+    layers = []
+    for batch in (4, 16, 64, 256):
+        config = {"batch": batch, "in_features": 256, "out_features": 512}
+        t = raw.estimate("linear", [config], catalog, host, "sgd", "fp32", {})[0]
+        train = t["forward_ms"] + t["backward_ms"] + t["optimizer_ms"]
+        layers.append({"harness_kind": "linear", "config": {**config, "optimizer": "sgd"}, "kind": "linear",
+                       "native_config": config, "predicted_forward_ms": 1.0, "predicted_train_ms": 3.0,
+                       "status": "ok", "error": "", "forward_ms": 2 * t["forward_ms"], "train_ms": 2 * train})
+    record = {**_record({}), "layers": layers, "bundle": "2026-01-01T00:00:00+0000"}  # another bundle's predictions
+    other_cpu.write_text(json.dumps(record))
+    again = host_calibration.load()
+    for ms in (0.01, 1.0, 100.0):  # measured at twice what the packaged bundle predicts, at any size
+        assert again.factor("forward", "linear", ms) == pytest.approx(2.0)
+        assert again.factor("train", "linear", ms) == pytest.approx(2.0)
+    record["bundle"] = host_calibration.bundle_stamp()  # made with the packaged bundle: its stored predictions
+    other_cpu.write_text(json.dumps(record))
+    stored = host_calibration.load()
+    assert stored.factor("forward", "linear", 1.0) != pytest.approx(2.0)
+    assert host_calibration.with_current_predictions(record) is record
+    # a calibration from before the stamps was made with UNSTAMPED_BUNDLE
+    unstamped = {key: value for key, value in record.items() if key != "bundle"}
+    monkeypatch.setattr(host_calibration, "bundle_stamp", lambda: host_calibration.UNSTAMPED_BUNDLE)
+    assert host_calibration.with_current_predictions(unstamped) is unstamped
+    monkeypatch.setattr(host_calibration, "bundle_stamp", lambda: "a bundle fitted later")
+    assert host_calibration.with_current_predictions(unstamped)["layers"][0]["predicted_forward_ms"] != 1.0

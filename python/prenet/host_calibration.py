@@ -18,6 +18,8 @@ input to the fitted ratio (the intensity, by ridge regression) did no better and
 A calibration lives in the user's cache (`PRENET_CACHE`, else `$XDG_CACHE_HOME/prenet`, else `~/.cache/prenet`),
 one file per CPU model; `calibrate()` writes it after every timed layer, so an interrupted run resumes where it
 stopped. Predictions for "cpu" use it whenever this machine is not the measured host (prenet.predictors.resolve).
+A calibration records the packaged CPU bundle it paired its measurements with; read beside another (a
+refitted one), its reference layers are predicted again by that one, their measured times kept.
 """
 import functools
 import json
@@ -91,12 +93,47 @@ def candidate_layers(first_index=None, count=None):
             if kind == "linear":
                 config["activation"] = "none"
             native, native_config = _native_layer(kind, config)
-            t = bundle.estimate(native, [native_config], catalog, host, config["optimizer"], "fp32", {})[0]
-            train = t["forward_ms"] + t["backward_ms"] + t["optimizer_ms"]
-            if train <= MAX_TRAIN_MS:
-                by_kind.setdefault(native, []).append(
-                    (kind, config, native, native_config, {"forward": t["forward_ms"], "train": train}))
+            predicted = _predicted(bundle, catalog, host, native, native_config, config["optimizer"])
+            if predicted["train"] <= MAX_TRAIN_MS:
+                by_kind.setdefault(native, []).append((kind, config, native, native_config, predicted))
     return by_kind
+
+
+def _predicted(bundle, catalog, host, native, native_config, optimizer):
+    """{"forward", "train"}: the milliseconds `bundle` predicts for a layer on the measured host (the training step
+    with its optimizer's update)."""
+    t = bundle.estimate(native, [native_config], catalog, host, optimizer, "fp32", {})[0]
+    return {"forward": t["forward_ms"], "train": t["forward_ms"] + t["backward_ms"] + t["optimizer_ms"]}
+
+
+def bundle_stamp():
+    """The packaged CPU bundle's creation time (its manifest's "created"): a calibration records the bundle whose
+    predictions it paired its measurements with."""
+    from .predictors import PACKAGED_HOST_BUNDLE
+
+    return json.loads((PACKAGED_HOST_BUNDLE / "manifest.json").read_text())["created"]
+
+
+# The CPU bundle every calibration made before calibrations recorded theirs was made with.
+UNSTAMPED_BUNDLE = "2026-11-22T21:06:08+0000"
+
+
+def with_current_predictions(record):
+    """`record` with each reference layer's predicted times those of the packaged CPU bundle, re-predicted where
+    the calibration was made with another (a refitted bundle predicts otherwise; the measured times stay valid)."""
+    current = bundle_stamp()
+    if record.get("bundle", UNSTAMPED_BUNDLE) == current:
+        return record
+    from .catalog import host_catalog
+    from .predictors import PACKAGED_HOST_BUNDLE, load_bundle
+
+    bundle, catalog = load_bundle(str(PACKAGED_HOST_BUNDLE)), host_catalog()
+    host = catalog.rows()[0]["name"]
+    layers = []
+    for row in record["layers"]:
+        predicted = _predicted(bundle, catalog, host, row["kind"], row["native_config"], row["config"]["optimizer"])
+        layers.append({**row, "predicted_forward_ms": predicted["forward"], "predicted_train_ms": predicted["train"]})
+    return {**record, "layers": layers, "bundle": current}
 
 
 def reference_layers():
@@ -145,7 +182,9 @@ def calibrate(path=None, progress=True):
     path = Path(path) if path else calibration_path()
     record = _read(path) if path.is_file() else None
     if record is None or record["host_cpu"] != host_cost.cpu_model():
-        record = {"format": FORMAT, "version": VERSION, "host_cpu": host_cost.cpu_model(), "layers": []}
+        record = {"format": FORMAT, "version": VERSION, "host_cpu": host_cost.cpu_model(), "layers": [],
+                  "bundle": bundle_stamp()}
+    record = with_current_predictions(record)  # a resumed calibration's layers as the packaged bundle predicts
     done = {_key(row["harness_kind"], row["config"]) for row in record["layers"]}
     pending = [layer for layer in reference_layers() if _key(layer[0], layer[1]) not in done]
     if pending:
@@ -291,7 +330,7 @@ class Calibration:
 
 @functools.lru_cache(maxsize=4)
 def _load_cached(path, modified, size):
-    return Calibration(_read(path), path)
+    return Calibration(with_current_predictions(_read(path)), path)
 
 
 def load(path=None):

@@ -18,8 +18,9 @@ else
   VENV_PYTHON=.venv-gpu/bin/python
 fi
 TORCH_PREFIX="$("$VENV_PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
-PRENET_BUILD_DIR="$ROOT/build/gpu" \
-PRENET_CMAKE_ARGS="-DCMAKE_PREFIX_PATH=$TORCH_PREFIX -DPRENET_BUILD_TESTS=OFF -DPRENET_BUILD_PREDICTOR=OFF -DCMAKE_POLICY_VERSION_MINIMUM=3.5" \
+CMAKE_ARGS="-DCMAKE_PREFIX_PATH=$TORCH_PREFIX -DPRENET_BUILD_TESTS=OFF -DPRENET_BUILD_PREDICTOR=OFF"
+CMAKE_ARGS="$CMAKE_ARGS -DCMAKE_POLICY_VERSION_MINIMUM=3.5"
+PRENET_BUILD_DIR="$ROOT/build/gpu" PRENET_CMAKE_ARGS="$CMAKE_ARGS" \
   "$VENV_PYTHON" -m pip install --no-build-isolation --no-deps --no-index --quiet .
 FOLDER="data/gpu/$("$VENV_PYTHON" -c 'import torch; print(torch.cuda.get_device_name().replace(" ", "_"))')"
 [ "$SEED" = 0 ] || FOLDER="${FOLDER}_seed$SEED"

@@ -78,14 +78,10 @@ def candidate_layers(first_index=None, count=None):
     train} ms on the measured host)]} of the sampler's configurations at `count` (default CANDIDATES) indices per
     harness kind (5 times as many activations, one kind per op) from `first_index` (default FIRST_INDEX), those
     predicted at most MAX_TRAIN_MS a step."""
-    from .catalog import host_catalog
-    from .predictors import PACKAGED_HOST_BUNDLE, load_bundle
     from .sampling import SAMPLERS, sample_config
 
     first_index = FIRST_INDEX if first_index is None else first_index
     count = CANDIDATES if count is None else count
-    bundle, catalog = load_bundle(str(PACKAGED_HOST_BUNDLE)), host_catalog()
-    host = catalog.rows()[0]["name"]
     by_kind = {}
     for kind in SAMPLERS:
         for index in range(first_index, first_index + count * (5 if kind == "activation" else 1)):
@@ -93,17 +89,28 @@ def candidate_layers(first_index=None, count=None):
             if kind == "linear":
                 config["activation"] = "none"
             native, native_config = _native_layer(kind, config)
-            predicted = _predicted(bundle, catalog, host, native, native_config, config["optimizer"])
+            predicted = _predicted(native, native_config, config["optimizer"])
             if predicted["train"] <= MAX_TRAIN_MS:
                 by_kind.setdefault(native, []).append((kind, config, native, native_config, predicted))
     return by_kind
 
 
-def _predicted(bundle, catalog, host, native, native_config, optimizer):
-    """{"forward", "train"}: the milliseconds `bundle` predicts for a layer on the measured host (the training step
-    with its optimizer's update)."""
+def _predicted(native, native_config, optimizer):
+    """{"forward", "train"}: the milliseconds the packaged CPU bundle predicts for a layer on the measured host (the
+    training step with its optimizer's update)."""
+    bundle, catalog, host = _measured_host()
     t = bundle.estimate(native, [native_config], catalog, host, optimizer, "fp32", {})[0]
     return {"forward": t["forward_ms"], "train": t["forward_ms"] + t["backward_ms"] + t["optimizer_ms"]}
+
+
+@functools.lru_cache(maxsize=1)
+def _measured_host():
+    """(the packaged CPU bundle, the catalog of measured hosts, the measured host's name)."""
+    from .catalog import host_catalog
+    from .predictors import PACKAGED_HOST_BUNDLE, load_bundle
+
+    catalog = host_catalog()
+    return load_bundle(str(PACKAGED_HOST_BUNDLE)), catalog, catalog.rows()[0]["name"]
 
 
 def bundle_stamp():
@@ -124,14 +131,9 @@ def with_current_predictions(record):
     current = bundle_stamp()
     if record.get("bundle", UNSTAMPED_BUNDLE) == current:
         return record
-    from .catalog import host_catalog
-    from .predictors import PACKAGED_HOST_BUNDLE, load_bundle
-
-    bundle, catalog = load_bundle(str(PACKAGED_HOST_BUNDLE)), host_catalog()
-    host = catalog.rows()[0]["name"]
     layers = []
     for row in record["layers"]:
-        predicted = _predicted(bundle, catalog, host, row["kind"], row["native_config"], row["config"]["optimizer"])
+        predicted = _predicted(row["kind"], row["native_config"], row["config"]["optimizer"])
         layers.append({**row, "predicted_forward_ms": predicted["forward"], "predicted_train_ms": predicted["train"]})
     return {**record, "layers": layers, "bundle": current}
 

@@ -201,16 +201,17 @@ _twins = {}
 def meta_twin(tensor):
     """A data-less tensor of `tensor`'s shape, strides and dtype (a Parameter for a Parameter, keeping
     requires_grad, without a gradient); the one made for `tensor` before where its layout is unchanged."""
-    layout = (tensor.shape, tensor.stride(), tensor.dtype, tensor.requires_grad, isinstance(tensor, torch.nn.Parameter))
+    parameter = isinstance(tensor, torch.nn.Parameter)
+    layout = (tensor.shape, tensor.stride(), tensor.dtype, tensor.requires_grad, parameter)
     key = id(tensor)
     kept = _twins.get(key)
     if kept is not None and kept[0]() is tensor and kept[1] == layout:
         twin = kept[2]
-        if layout[-1]:
+        if parameter:
             twin.grad = None  # left by the last trace's backward pass
         return twin
     twin = torch.empty_like(tensor, device="meta")
-    if layout[-1]:
+    if parameter:
         twin = torch.nn.Parameter(twin, requires_grad=tensor.requires_grad)
     _twins[key] = (weakref.ref(tensor, lambda _, key=key: _twins.pop(key, None)), layout, twin)
     return twin

@@ -166,6 +166,38 @@ def test_a_model_kept_in_a_two_byte_type_runs_kernels_of_that_type():
         prenet.predict(copy.deepcopy(model).half(), batch=4, gpu="cpu", input_shape=(8, 1024))
 
 
+@pytest.mark.parametrize("gpu", ["V100", "T4"])
+def test_an_fp16_step_runs_fp16_kernels_where_the_gpu_has_no_bf16(gpu):
+    """Autocast steps are traced in bf16 (prenet.autocast_policy.TRACE_DTYPE); in an fp16 step those kernels are
+    fp16's, so a GPU without bf16 costs them by its layer predictors at its fp16 rate, as it does a model kept in
+    fp16, and never by their traffic (as it did when it took them for bf16, which it lacks)."""
+    model = nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(64 * 16 * 16, 256))
+
+    def products(m, precision):
+        ops = prenet.predict(m, batch=32, gpu=gpu, input_shape=(3, 16, 16), precision=precision).ops
+        return ops[ops["kind"].isin(["conv2d", "linear"])]
+
+    autocast = products(model, "fp16")
+    assert len(autocast) >= 4 and not (autocast["how"] == "traffic").any()
+    assert sorted(autocast["ms"]) == pytest.approx(sorted(products(copy.deepcopy(model).half(), "fp32")["ms"]),
+                                                   rel=1e-9)
+    assert autocast["ms"].sum() < 0.6 * products(model, "fp32")["ms"].sum()
+
+
+def test_operators_in_a_type_the_gpu_lacks_are_named_not_costed_by_their_traffic():
+    class CastsToBf16(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return nn.functional.linear(x.to(torch.bfloat16), self.linear.weight.to(torch.bfloat16)).float()
+
+    with pytest.raises(prenet.UnsupportedPrecision, match="operators of the model run in bf16: .*V100.* no bf16"):
+        prenet.predict(CastsToBf16(), batch=4, gpu="V100", input_shape=(8,))
+    assert prenet.predict(CastsToBf16(), batch=4, gpu="A100", input_shape=(8,)).step_seconds > 0
+
+
 def test_compare_all_in_bf16_leaves_out_gpus_without_it_and_says_so():
     table = prenet.compare(nn.Linear(64, 64), batch=8, input_shape=(64,), precision="bf16")
     unsupported = table.attrs["unsupported"]

@@ -170,9 +170,10 @@ def _check(model, batch, dataset_size, optimizer, precision=None):
 def _op_precision(work, precision):
     """The precision an op's kernels run in within a step of `precision`: for ops on 2-byte tensors their type
     (the step's mixed type under autocast, or that of a model kept in bf16 or fp16), for the rest PyTorch's fp32
-    rules as the step sets them (its defaults, strict fp32, or TF32 matmuls)."""
+    rules as the step sets them (its defaults, strict fp32, or TF32 matmuls). An fp16 step is traced in bf16
+    (prenet.autocast_policy.TRACE_DTYPE, of the same element size): its 2-byte kernels are fp16's."""
     if work.narrow:
-        return work.narrow
+        return "fp16" if precision == "fp16" else work.narrow
     return precision if precision in ("fp32_strict", "tf32") else "fp32"
 
 
@@ -198,6 +199,11 @@ def _device_times(ops, native, catalog, device, optimizer, precision, gaps_ms, w
         if work is not None:
             group = groups.setdefault((work.kind, _op_precision(work, precision)), {})
             group.setdefault(tuple(work.config.items()), []).append(index)  # one rule builds a kind's keys in one order
+    for kernel_precision in sorted({p for _, p in groups} & set(MIXED_PRECISIONS)):
+        try:  # a 2-byte type the device lacks is named here, not taken for a configuration out of range below
+            check_precision(kernel_precision, device)
+        except ValueError as error:
+            raise type(error)(f"operators of the model run in {kernel_precision}: {error}") from None
     ms, basis, spread = [0.0] * len(ops), ["view"] * len(ops), [1.0] * len(ops)
     for (kind, kernel_precision), by_config in groups.items():
         configs = [works[indices[0]].config for indices in by_config.values()]

@@ -18,6 +18,7 @@ from . import host_calibration, host_cost, launch_gap, launch_queue, op_costs, o
 from ._native import core
 from .catalog import device_catalog, host_catalog, unmeasured_host_warning
 from .collector_paused import collector_paused
+from .sibling_gpu import SiblingBundle
 from .model_inputs import input_maker
 from .model_state import in_mode
 from .predictors import (MIXED_PRECISIONS, PACKAGED_UNSEEN_BUNDLE, check_precision, gpu_bundle_folder,
@@ -50,7 +51,7 @@ class Estimate:
     # launch gap's spread over hosts (prenet.launch_gap), its high side reaching the CUDA-core time of operators on
     # tensor cores (_device_times), and how far the GPU lies from the fitted ones
     # ({"nearest", "distance", "outside"}, and "timed_as": the fitted twin it was timed as, where it has one,
-    # prenet.predictors.measured_twin); None on the CPU.
+    # prenet.predictors.measured_twin, or "timed_through": its fitted sibling, prenet.sibling_gpu); None on the CPU.
     interval_seconds: object = None
     extrapolation: object = None
     # How the step was traced (prenet.op_trace): "meta" (shapes only, at the batch) or "cpu" (run for real at two
@@ -87,6 +88,9 @@ class Estimate:
                      + (f", beyond the fitted range in {', '.join(x['outside'])}" if x["outside"] else "") + ")")
             if x.get("timed_as"):
                 sure += f"; timed as {x['timed_as']}, a fitted GPU of the same specifications but memory size"
+            if x.get("timed_through"):
+                sure += (f"; timed through {x['timed_through']}, a fitted GPU of the same chip, scaled to this one by "
+                         "the unseen-GPU predictors")
         if self.traced == "cpu":
             sure += f"; traced for real at small batches ({self.traced_for_real_because})"
         if self.calibrated:
@@ -499,6 +503,8 @@ def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision
         reach = uncertainty.extrapolation(asked, uncertainty.fitted_devices(folder))
         if device != asked:
             reach["timed_as"] = device
+        if isinstance(native, SiblingBundle):
+            reach["timed_through"] = native.sibling
         if factors:
             # per op: its kind's leave-one-device-out factor, and on the high side as slow as CUDA cores where it
             # runs on tensor cores; the host's side as far as the issue cost differs between the measured hosts

@@ -10,6 +10,7 @@ from ._native import core
 from . import host_calibration
 from .catalog import device_catalog, find_gpu, host_catalog, unmeasured_host_warning
 from .layers import _as_int
+from .sibling_gpu import SiblingBundle, fitted_sibling
 from .uncertainty import extrapolation, fitted_devices
 
 # Bundles shipped with the package: `gpu/` for the GPUs it was fitted on and their twins (chosen on validation,
@@ -37,8 +38,8 @@ def load_bundle(folder=None):
 
 def tree_cache_folder():
     """Where binary copies of the bundles' tree models are kept (prenet/regressors/tree_cache.hpp): `trees/` in
-    prenet's cache folder (PRENET_CACHE, else $XDG_CACHE_HOME/prenet, else ~/.cache/prenet); about 45 MB for the two
-    GPU bundles and 80 MB for the CPU one, each made on first use and remade when its bundle changes; safe to delete.
+    prenet's cache folder (PRENET_CACHE, else $XDG_CACHE_HOME/prenet, else ~/.cache/prenet); about 22 MB for the two
+    GPU bundles and 40 MB for the CPU one, each made on first use and remade when its bundle changes; safe to delete.
     None (no copies) where PRENET_NO_TREE_CACHE is set."""
     if os.environ.get("PRENET_NO_TREE_CACHE"):
         return None
@@ -92,13 +93,16 @@ def _measured_twin(gpu, folder):
 
 def served_as(gpu):
     """How the GPU predictors (PRENET_PREDICTORS's, else the packaged ones) serve a catalog GPU (canonical name):
-    "measured" (fitted on it), "as <name>" (its fitted twin, measured_twin), or "unseen, distance <d>" (beyond
-    the fitted devices, by d from the nearest, prenet.uncertainty.extrapolation)."""
+    "measured" (fitted on it), "as <name>" (its fitted twin, measured_twin), "through <name>" (its fitted sibling,
+    prenet.sibling_gpu), or "unseen, distance <d>" (beyond the fitted devices, by d from the nearest,
+    prenet.uncertainty.extrapolation)."""
     twin = measured_twin(gpu)
     if twin == gpu:
         return "measured"
     if twin:
         return f"as {twin}"
+    if gpu_bundle_folder() == PACKAGED_BUNDLE and (sibling := fitted_sibling(gpu, fitted_devices(PACKAGED_BUNDLE))):
+        return f"through {sibling}"
     return f"unseen, distance {extrapolation(gpu, fitted_devices(gpu_bundle_folder()))['distance']:.2f}"
 
 
@@ -116,7 +120,27 @@ def resolve(gpu, bundle=None):
         native = load_bundle(str(chosen))
         return native, catalog, measured_twin(name, chosen) or name
     timed = measured_twin(name) or name
+    fitted = fitted_devices(PACKAGED_BUNDLE)
+    if timed not in fitted and (sibling := fitted_sibling(name, fitted)):
+        return sibling_bundle(sibling), catalog, name
     return load_bundle(str(gpu_bundle_folder(None, timed))), catalog, timed
+
+
+@functools.lru_cache(maxsize=None)
+def sibling_bundle(sibling):
+    """The packaged bundles serving a GPU through its fitted `sibling` (prenet.sibling_gpu)."""
+    from . import launch_gap
+
+    gaps = launch_gap.load()
+    kinds = [kind["name"] for kind in core().layer_kinds()]
+
+    def launch_gaps(device):
+        return ({kind: 1e-3 * launch_gap.gap_us(device, gaps, kind) for kind in kinds},
+                1e-3 * launch_gap.gap_us(device, gaps))
+
+    folders = (PACKAGED_BUNDLE, PACKAGED_UNSEEN_BUNDLE)
+    return SiblingBundle(*(load_bundle(str(folder)) for folder in folders), sibling, launch_gaps,
+                         [learned_timing(str(folder)) == "latency" for folder in folders])
 
 
 def this_host_calibration(host):

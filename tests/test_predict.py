@@ -2,6 +2,7 @@
 import json
 import math
 import shutil
+import warnings
 
 import numpy as np
 import pytest
@@ -495,6 +496,22 @@ def test_estimates_say_how_far_they_extrapolate():
     estimate = prenet.predict(SmallCnn(), batch=4, gpu="H100", input_shape=(3, 16, 16), dataset_size=8)
     assert estimate.extrapolation == unseen and "nearest fitted GPU" in repr(estimate)
     assert prenet.predict(SmallCnn(), batch=4, gpu="cpu", input_shape=(3, 16, 16)).extrapolation is None
+
+
+def test_a_gpu_of_a_vendor_no_fitted_gpu_shares_is_flagged_by_a_warning_and_in_the_estimate():
+    """Every fitted GPU is NVIDIA's: an AMD one is timed as NVIDIA's libraries would run at its specifications,
+    which its distance does not show; the estimate says so, and warns where the caller called."""
+    fitted = uncertainty.fitted_devices(predictors.PACKAGED_BUNDLE)
+    assert uncertainty.extrapolation("MI300X", fitted)["other_vendor"] == "AMD"
+    assert "other_vendor" not in uncertainty.extrapolation("H100", fitted)
+    with pytest.warns(UserWarning, match="AMD Instinct MI300X: an AMD GPU, timed as NVIDIA's libraries") as caught:
+        estimate = prenet.predict(SmallCnn(), batch=4, gpu="MI300X", input_shape=(3, 16, 16), dataset_size=8)
+    assert caught[0].filename == __file__
+    assert estimate.extrapolation["other_vendor"] == "AMD" and "(AMD's: MIOpen, rocBLAS) are not modelled" in repr(
+        estimate)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an NVIDIA GPU: no warning
+        assert "AMD" not in repr(prenet.predict(SmallCnn(), batch=4, gpu="H100", input_shape=(3, 16, 16)))
 
 
 def test_interval_scales_each_operator_by_its_kind_and_keeps_the_host_floor(tmp_path):

@@ -30,6 +30,11 @@ OPTIMIZERS = {"sgd": "sgd_momentum", "sgd_nesterov": "sgd_momentum", "sgd_plain"
               "adamw": "adamw", "rmsprop": "rmsprop", "adagrad": "adagrad"}
 
 
+# What an estimate says of a GPU whose vendor no fitted GPU shares (prenet.uncertainty.extrapolation).
+OTHER_VENDOR = ("an {vendor} GPU, timed as NVIDIA's libraries (cuDNN, cuBLAS) run on NVIDIA GPUs, at its own "
+                "specifications; its vendor's libraries (AMD's: MIOpen, rocBLAS) are not modelled: a rough guide")
+
+
 @dataclass
 class Estimate:
     """A predicted training time. `layers`: one row per module (and the autograd work no module owns) with its
@@ -88,6 +93,8 @@ class Estimate:
                      + (f", beyond the fitted range in {', '.join(x['outside'])}" if x["outside"] else "") + ")")
             if x.get("timed_as"):
                 sure += f"; timed as {x['timed_as']}, a fitted GPU of the same specifications but memory size"
+            if x.get("other_vendor"):
+                sure += f"; {OTHER_VENDOR.format(vendor=x['other_vendor'])}"
             if x.get("timed_through"):
                 sure += (f"; timed through {x['timed_through']}, a fitted GPU of the same chip, scaled to this one by "
                          "the unseen-GPU predictors")
@@ -505,6 +512,9 @@ def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision
             reach["timed_as"] = device
         if isinstance(native, SiblingBundle):
             reach["timed_through"] = native.sibling
+        if reach.get("other_vendor"):
+            # attributed to the caller of predict or compare, past their and this function's collector_paused wrappers
+            warnings.warn(f"{asked}: {OTHER_VENDOR.format(vendor=reach['other_vendor'])}", stacklevel=5)
         if factors:
             # per op: its kind's leave-one-device-out factor, and on the high side as slow as CUDA cores where it
             # runs on tensor cores; the host's side as far as the issue cost differs between the measured hosts

@@ -24,7 +24,9 @@ def fitted_devices(bundle_folder):
 
 def extrapolation(gpu, fitted):
     """{"nearest": fitted GPU closest in DISTANCE_SPECS, "distance": root-mean-square log ratio of the specs to
-    it (0: a fitted device; 0.69: every spec off by a factor 2), "outside": specs beyond every fitted device's}."""
+    it (0: a fitted device; 0.69: every spec off by a factor 2), "outside": specs beyond every fitted device's},
+    and "other_vendor": the GPU's vendor where no fitted device is of it (an AMD GPU against NVIDIA's: another
+    software stack, which no distance in specifications measures)."""
     spec = find_gpu(gpu)
     others = [find_gpu(name) for name in fitted]
     if not others:
@@ -36,7 +38,10 @@ def extrapolation(gpu, fitted):
     nearest = min(others, key=distance)
     outside = [k for k in DISTANCE_SPECS
                if spec[k] > max(o[k] for o in others) or spec[k] < min(o[k] for o in others)]
-    return {"nearest": nearest["name"], "distance": distance(nearest), "outside": outside}
+    reach = {"nearest": nearest["name"], "distance": distance(nearest), "outside": outside}
+    if spec["vendor"] not in {o["vendor"] for o in others}:
+        reach["other_vendor"] = spec["vendor"]
+    return reach
 
 
 @functools.lru_cache(maxsize=8)

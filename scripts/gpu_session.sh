@@ -4,9 +4,10 @@
 # an error raised by the native core reaches Python as an error (it crashed on the GPU image of 2026-11-24;
 # scripts/probe_native_errors.sh narrows the cause down and keeps a build without LTO where that fixes it),
 # run the test suite under that torch, measure the whole-model cases of bench/measure_gpu.py (resumed from
-# data/epochs/<GPU>.jsonl), measure the host's cost per operation, what cuDNN's heuristic choice of algorithm
-# costs against benchmarking (bench/cudnn_choice.py) and whether a convolution slows down as its process runs more
-# shapes (bench/conv_order_effect.py), and collect layer rows for the time left.
+# data/epochs/<GPU>.jsonl), measure the host's cost per operation, calibrate the GPU predictors to the GPU
+# (prenet calibrate --gpu), measure what cuDNN's heuristic choice of algorithm costs against benchmarking
+# (bench/cudnn_choice.py) and whether a convolution slows down as its process runs more shapes
+# (bench/conv_order_effect.py), and collect layer rows for the time left.
 # Everything lands in OUT_DIR (default ./gpu-session-out): logs, the epochs file, the host costs, a tarball of
 # the layer rows. nlohmann-json's headers, if the machine has none, are looked for in ./.carry (include/ and
 # share/cmake/ copied from Debian's nlohmann-json3-dev).
@@ -41,6 +42,8 @@ say "whole-model epochs"
 (cd bench && timeout $(( $(left) / 2 )) "$PYTHON" measure_gpu.py --out "$OUT_DIR/epochs.jsonl" 2>&1 | grep -v Warning)
 say "host cost"
 (cd bench && timeout 120 "$PYTHON" gpu_host_cost.py --out "$OUT_DIR/host_costs.json" > /dev/null 2>&1)
+say "GPU calibration (prenet calibrate --gpu), kept in OUT_DIR"
+timeout 240 "$PYTHON" -m prenet calibrate --gpu --no-progress --out "$OUT_DIR/gpu_calibration.json" 2>&1 | tail -2
 say "cuDNN's heuristic algorithms against benchmarked ones"
 (cd bench && timeout 240 "$PYTHON" cudnn_choice.py --out "$OUT_DIR/cudnn_choice.jsonl" --max-minutes 3 2>&1 | tail -2)
 ORDER_S=$(( $(left) - 60 < 270 ? $(left) - 60 : 270 ))

@@ -54,8 +54,15 @@ def _training_run_model(args):
 
 
 def _calibrate(args):
-    from . import host_calibration
+    from . import gpu_calibration, host_calibration
 
+    if args.gpu is not None:
+        if args.plot:
+            raise ValueError("--plot draws a CPU calibration's fitted ratios; a GPU calibration is one factor per "
+                             "kind, printed")
+        path = gpu_calibration.calibrate(args.gpu or None, args.out, progress=not args.no_progress)
+        print(f"{gpu_calibration.from_file(path).describe()}: written to {path}")
+        return
     path = host_calibration.calibrate(args.out, progress=not args.no_progress)
     calibration = host_calibration.load(path)
     print(f"{calibration.describe()}: written to {path}")
@@ -310,8 +317,11 @@ def parser():
                    "memory, price source) in the table")
     o.set_defaults(run=_compare)
     h = sub.add_parser("calibrate", help="time reference layers on this CPU to calibrate the CPU predictors to it "
-                       "(about two minutes; resumed if interrupted)")
-    h.add_argument("--out", help="calibration file (default: this CPU's file in the user cache)")
+                       "(about two minutes; resumed if interrupted), or with --gpu on this machine's CUDA GPU")
+    h.add_argument("--gpu", nargs="?", const="", default=None, metavar="NAME",
+                   help="calibrate the GPU predictors to this machine's CUDA GPU instead (its catalog name; default "
+                   "the name torch reports): 10 timed layers per kind, applied to every prediction for that GPU")
+    h.add_argument("--out", help="calibration file (default: this CPU's, or this GPU's, file in the user cache)")
     h.add_argument("--no-progress", action="store_true")
     h.add_argument("--plot", help="also save a plot of the fitted ratios (forward pass) to this image file")
     h.set_defaults(run=_calibrate)

@@ -14,7 +14,7 @@ import numbers
 import warnings
 from dataclasses import dataclass, field
 
-from . import host_calibration, host_cost, launch_gap, launch_queue, op_costs, op_trace, uncertainty
+from . import gpu_calibration, host_calibration, host_cost, launch_gap, launch_queue, op_costs, op_trace, uncertainty
 from ._native import core
 from .catalog import device_catalog, host_catalog, unmeasured_host_warning
 from .collector_paused import collector_paused
@@ -63,7 +63,8 @@ class Estimate:
     # small batches, extrapolated).
     traced: str = "meta"
     traced_for_real_because: str = None
-    # On the CPU of a machine that is not the measured host: the calibration's description (prenet.host_calibration).
+    # On the CPU of a machine that is not the measured host, or on a GPU calibrated by timed layers: the
+    # calibration's description (prenet.host_calibration, prenet.gpu_calibration).
     calibrated: str = None
 
     @functools.cached_property
@@ -188,11 +189,6 @@ def _op_precision(work, precision):
     return precision if precision in ("fp32_strict", "tf32") else "fp32"
 
 
-@functools.lru_cache(maxsize=None)
-def _kind_names():
-    return tuple(kind["name"] for kind in core().layer_kinds())
-
-
 def _device_times(ops, native, catalog, device, optimizer, precision, gaps_ms, with_cuda_core=False):
     """Per op: (Work or None, device milliseconds, basis, its time on CUDA cores over that time); `gaps_ms`:
     {kind: the launch gap in the latencies learned for it}, taken off each kernel by its own kind (a composite
@@ -313,7 +309,7 @@ def _step(ops, traced, native, catalog, device, optimizer, precision, on_gpu, co
     # a recurrent layer as this device runs it: the CPU's loop of operators, or cuDNN's one call (Op.runs_on)
     ops = [op for op in ops if op.runs_on in ("", "cuda" if on_gpu else "cpu")]
     issue_us = functools.lru_cache(None)(lambda kind: launch_gap.gap_us(device, gaps, kind) if on_gpu else 0.0)
-    gaps_ms = {kind: 1e-3 * issue_us(kind) for kind in _kind_names()} if gap_in_kernels else {}
+    gaps_ms = launch_gap.kind_gaps_ms(device, gaps) if gap_in_kernels else {}
     works, ms, basis, spread = _device_times(ops, native, catalog, device, OPTIMIZERS[optimizer], precision, gaps_ms,
                                              with_cuda_core=with_spread)
     parameters = traced.trainable
@@ -487,8 +483,8 @@ def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision
     native, catalog, device = resolve(gpu, bundle)  # `device`: the one timed, `gpu`'s fitted twin where it has one
     on_gpu = catalog is not host_catalog()
     asked = device_catalog(gpu)[1]
-    calibrated = isinstance(native, host_calibration.CalibratedBundle)
-    costs = native.calibration.host_costs if calibrated else host_cost.load()
+    calibrated = isinstance(native, (host_calibration.CalibratedBundle, gpu_calibration.CalibratedGpuBundle))
+    costs = native.calibration.host_costs if not on_gpu and calibrated else host_cost.load()
     gaps = launch_gap.load() if on_gpu else None
     # A bundle fitted on latencies holds the gap in every kernel it predicts: taken off; one fitted on device time
     # does not.

@@ -24,6 +24,7 @@ a module-called kind's gap also holds its nn.Module call (under a microsecond he
 
 `python -m prenet.launch_gap` fits it and writes data/gpu_launch_gaps.json (packaged with prenet).
 """
+import functools
 import json
 import statistics
 from pathlib import Path
@@ -157,6 +158,20 @@ def gap_us(gpu, gaps=None, kind=None):
         if own is not None:
             return own
     return gaps["gap_us"].get(gpu, gaps["typical_gap_us"])
+
+
+def kind_gaps_ms(gpu, gaps=None):
+    """{layer kind: its gap_us on `gpu`, in milliseconds} for every kind of the native table: what a bundle fitted
+    on latencies holds in each kernel it predicts, to be taken off for device time."""
+    gaps = gaps or load()
+    return {kind: 1e-3 * gap_us(gpu, gaps, kind) for kind in _kind_names()}
+
+
+@functools.lru_cache(maxsize=None)
+def _kind_names():
+    from ._native import core
+
+    return tuple(kind["name"] for kind in core().layer_kinds())
 
 
 def host_spread(gaps=None):

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from ._native import core
-from . import host_calibration
+from . import gpu_calibration, host_calibration
 from .catalog import device_catalog, find_gpu, host_catalog, unmeasured_host_warning
 from .layers import _as_int
 from .sibling_gpu import SiblingBundle, fitted_sibling
@@ -95,7 +95,13 @@ def served_as(gpu):
     """How the GPU predictors (PRENET_PREDICTORS's, else the packaged ones) serve a catalog GPU (canonical name):
     "measured" (fitted on it), "as <name>" (its fitted twin, measured_twin), "through <name>" (its fitted sibling,
     prenet.sibling_gpu), or "unseen, distance <d>" (beyond the fitted devices, by d from the nearest,
-    prenet.uncertainty.extrapolation)."""
+    prenet.uncertainty.extrapolation); ", calibrated" where a calibration of it is in the user's cache
+    (prenet.gpu_calibration)."""
+    return _served_as(gpu) + (", calibrated" if gpu_bundle_folder() == PACKAGED_BUNDLE and
+                              gpu_calibration.calibration_path(gpu).is_file() else "")
+
+
+def _served_as(gpu):
     twin = measured_twin(gpu)
     if twin == gpu:
         return "measured"
@@ -106,13 +112,15 @@ def served_as(gpu):
     return f"unseen, distance {extrapolation(gpu, fitted_devices(gpu_bundle_folder()))['distance']:.2f}"
 
 
-def resolve(gpu, bundle=None):
+def resolve(gpu, bundle=None, calibrated=True):
     """(bundle, native catalog, name of the device it times) for a GPU name or "cpu". A GPU is timed as itself, or
-    as its fitted twin where it has one (measured_twin). For "cpu" on a machine other than the measured host, the
-    packaged bundle calibrated to this machine where a calibration was made (prenet.host_calibration)."""
+    as its fitted twin where it has one (measured_twin), or through its fitted sibling (prenet.sibling_gpu); by the
+    packaged bundles calibrated to it where a calibration of it is in the user's cache (prenet.gpu_calibration).
+    For "cpu" on a machine other than the measured host, the packaged bundle calibrated to this machine where a
+    calibration was made (prenet.host_calibration). `calibrated`: False for the bundles as packaged."""
     catalog, name = device_catalog(gpu)
     if bundle is None and catalog is host_catalog():
-        calibration = this_host_calibration(name)
+        calibration = this_host_calibration(name) if calibrated else None
         native = load_bundle(str(PACKAGED_HOST_BUNDLE))
         return (host_calibration.CalibratedBundle(native, calibration) if calibration else native), catalog, name
     chosen = gpu_bundle_folder(bundle)
@@ -122,8 +130,11 @@ def resolve(gpu, bundle=None):
     timed = measured_twin(name) or name
     fitted = fitted_devices(PACKAGED_BUNDLE)
     if timed not in fitted and (sibling := fitted_sibling(name, fitted)):
-        return sibling_bundle(sibling), catalog, name
-    return load_bundle(str(gpu_bundle_folder(None, timed))), catalog, timed
+        native, timed = sibling_bundle(sibling), name
+    else:
+        native = load_bundle(str(gpu_bundle_folder(None, timed)))
+    calibration = gpu_calibration.load(name) if calibrated else None
+    return (gpu_calibration.CalibratedGpuBundle(native, calibration) if calibration else native), catalog, timed
 
 
 @functools.lru_cache(maxsize=None)
@@ -132,11 +143,9 @@ def sibling_bundle(sibling):
     from . import launch_gap
 
     gaps = launch_gap.load()
-    kinds = [kind["name"] for kind in core().layer_kinds()]
 
     def launch_gaps(device):
-        return ({kind: 1e-3 * launch_gap.gap_us(device, gaps, kind) for kind in kinds},
-                1e-3 * launch_gap.gap_us(device, gaps))
+        return launch_gap.kind_gaps_ms(device, gaps), 1e-3 * launch_gap.gap_us(device, gaps)
 
     folders = (PACKAGED_BUNDLE, PACKAGED_UNSEEN_BUNDLE)
     return SiblingBundle(*(load_bundle(str(folder)) for folder in folders), sibling, launch_gaps,

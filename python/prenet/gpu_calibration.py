@@ -1,0 +1,230 @@
+"""The GPU predictors calibrated to a GPU the user can reach, by a few timed layers per kind.
+
+Left out of fitting, a GPU's error is mostly one factor per layer kind (bench/lodo_offsets.py): its clocks under
+load and its libraries' kernels, which its specifications do not give. Leave one device out, that factor taken from
+10 random layers of the held-out GPU per kind brings the median error over (kind, GPU) cells from 13.1% to 6.9%
+(bench/gpu_calibration_lodo.py). `calibrate()` times, on this machine's CUDA GPU with the native harness (as
+`prenet collect --device cuda`), PER_KIND reference layers per kind the GPU predictors have, drawn by the
+collection's sampler at indices no collection uses and spread over their predicted device time; a kind's factor is
+the median ratio of measured device time (latency less the launch gap, prenet.launch_gap) to predicted. Predictions
+for that GPU use the factors wherever a calibration file for it is in the user's cache (prenet.predictors.resolve);
+a kind without one keeps its prediction. The file keeps measured times only, predictions are made again when it is
+read, so it stays valid when the predictors are refitted; it is written after every timed layer, so an interrupted
+calibration resumes.
+"""
+import functools
+import json
+import math
+import re
+import statistics
+import time
+from pathlib import Path
+
+from .atomic_file import write_json
+
+FORMAT = "prenet-gpu-calibration"
+VERSION = 1
+# Sample indices of the reference layers: beyond those of the data sets (0..1999) and of host calibrations
+# (100,000 on), so never measured for fitting.
+FIRST_INDEX = 200_000
+CANDIDATES = 1000  # configurations drawn per kind (elementwise ones over 0.1 ms are rare)
+PER_KIND = 10
+# Reference layers are predicted to keep the device busy at least this long (below it a latency is mostly the
+# launch gap: bench/lodo_offsets.py) and at most MAX_DEVICE_MS (a calibration of a few minutes).
+MIN_DEVICE_MS = 0.1
+MAX_DEVICE_MS = 50.0
+HARNESS_TIMEOUT_S = 120.0
+
+
+def calibration_path(gpu):
+    """The calibration file of catalog GPU `gpu` (its canonical name) in the user's cache."""
+    from .host_calibration import cache_folder
+
+    return cache_folder() / f"gpu-{re.sub(r'[^a-z0-9]+', '-', gpu.lower()).strip('-')}.json"
+
+
+def _predicted_ms(kind, configs, gpu):
+    """Predicted device milliseconds (forward) of `configs` of native `kind` on `gpu`, by the uncalibrated GPU
+    predictors, the launch gap taken off as prenet.predict takes it off."""
+    from . import launch_gap
+    from .predictors import gpu_bundle_folder, learned_timing, resolve
+
+    native, catalog, device = resolve(gpu, calibrated=False)
+    folder = gpu_bundle_folder(None, device)
+    gaps = launch_gap.kind_gaps_ms(device) if learned_timing(str(folder)) == "latency" else {}
+    return [t["forward_ms"] for t in native.estimate(kind, configs, catalog, device, "sgd", "fp32", gaps)]
+
+
+def reference_layers(gpu, per_kind=PER_KIND):
+    """[(harness kind, harness configuration, native kind, native configuration)]: per kind the GPU predictors
+    have, `per_kind` of the collection's CUDA configurations from FIRST_INDEX (prenet.sampling, within its memory
+    budget) predicted between MIN_DEVICE_MS and MAX_DEVICE_MS of device time on `gpu`, evenly spaced in that
+    time."""
+    from .host_calibration import _native_layer
+    from .predictors import resolve
+    from .sampling import BUDGETS, SAMPLERS, _work, sample_config
+
+    native, _, _ = resolve(gpu, calibrated=False)
+    max_elements = BUDGETS["cuda"][1]
+    chosen = []
+    for harness_kind in SAMPLERS:
+        by_kind = {}
+        for index in range(FIRST_INDEX, FIRST_INDEX + CANDIDATES * (5 if harness_kind == "activation" else 1)):
+            config = sample_config(harness_kind, index, device="cuda")
+            if harness_kind == "linear":
+                config["activation"] = "none"
+            kind, native_config = _native_layer(harness_kind, config)
+            if native.has(kind, "forward"):
+                by_kind.setdefault(kind, []).append((harness_kind, config, kind, native_config))
+        for kind, candidates in by_kind.items():
+            times = _predicted_ms(kind, [c[3] for c in candidates], gpu)
+            # the sampler's sizes suit a CPU: on a fast GPU most layers take less than MIN_DEVICE_MS, and are
+            # timed at a batch that many times larger, where they take about twice it
+            candidates = [_with_batch(c, math.ceil(2 * MIN_DEVICE_MS / t)) if 0 < t < MIN_DEVICE_MS else c
+                          for c, t in zip(candidates, times)]
+            candidates = [c for c in candidates if _work(c[0], c[1])[1] <= max_elements]  # the collection's memory cap
+            times = _predicted_ms(kind, [c[3] for c in candidates], gpu)
+            inside = sorted((t, i) for i, t in enumerate(times) if MIN_DEVICE_MS <= t <= MAX_DEVICE_MS)
+            picks = sorted({inside[round(j * (len(inside) - 1) / max(1, per_kind - 1))][1]
+                            for j in range(min(per_kind, len(inside)))})
+            chosen += [candidates[i] for i in picks]
+    return chosen
+
+
+def _with_batch(layer, factor):
+    """A reference layer (harness kind, harness configuration, native kind, native configuration) at `factor`
+    times its batch."""
+    harness_kind, config, kind, native_config = layer
+    return (harness_kind, {**config, "batch": config["batch"] * factor}, kind,
+            {**native_config, "batch": native_config["batch"] * factor})
+
+
+def _key(kind, config):
+    return json.dumps([kind, config], sort_keys=True)
+
+
+def calibrate(gpu=None, path=None, per_kind=PER_KIND, progress=True):
+    """Times the reference layers on this machine's CUDA GPU (catalog name `gpu`, default the one torch reports),
+    resuming a calibration left unfinished, and writes the calibration; returns its path. ValueError without a
+    CUDA GPU, or for one the catalog does not know."""
+    import torch
+
+    from .catalog import find_gpu
+    from .collect import Harness
+    from .progress import progress_bar
+
+    if not torch.cuda.is_available():
+        raise ValueError("calibrating the GPU predictors needs a CUDA GPU, and torch sees none on this machine; "
+                         "on a CPU, `prenet calibrate` calibrates the CPU predictors")
+    name = find_gpu(gpu or torch.cuda.get_device_name())["name"]  # an unknown GPU is named, with the closest
+    path = Path(path) if path else calibration_path(name)
+    record = _read(path) if path.is_file() else None
+    if record is None or record["gpu"] != name:
+        record = {"format": FORMAT, "version": VERSION, "gpu": name, "layers": []}
+    done = {_key(row["harness_kind"], row["config"]) for row in record["layers"]}
+    pending = [layer for layer in reference_layers(name, per_kind) if _key(layer[0], layer[1]) not in done]
+    if pending:
+        harness = Harness("cuda")
+        record["environment"] = {k: harness.environment.get(k, "") for k in (
+            "device_name", "host_cpu", "torch_version", "cuda_runtime", "cudnn")}
+        bar = progress_bar(len(pending) + len(done), f"calibrating the GPU predictors to {name}", progress,
+                           unit="layer", initial=len(done))
+        try:
+            for i, (harness_kind, config, kind, native_config) in enumerate(pending):
+                result = harness.time(i, harness_kind, config, HARNESS_TIMEOUT_S)
+                record["layers"].append({"harness_kind": harness_kind, "config": config, "kind": kind,
+                                         "native_config": native_config, "status": result["status"],
+                                         "error": result.get("error", ""), "forward_ms": result.get("forward_ms")})
+                write_json(path, record, indent=1)
+                bar.update(1)
+        finally:
+            bar.close()
+            harness.stop()
+    record["date"] = time.strftime("%Y-%m-%d")
+    write_json(path, record, indent=1)
+    return path
+
+
+def _read(path):
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path} is not a prenet GPU calibration ({error}); delete it and run "
+                         "`prenet calibrate --gpu`") from None
+    if not isinstance(record, dict) or record.get("format") != FORMAT or record.get("version") != VERSION or \
+            not isinstance(record.get("layers"), list) or not isinstance(record.get("gpu"), str):
+        raise ValueError(f"{path} is not a prenet GPU calibration of version {VERSION}; delete it and run "
+                         "`prenet calibrate --gpu`")
+    return record
+
+
+class Calibration:
+    """Per kind, the factor on the GPU predictors' device time (the median of measured over predicted over its
+    timed reference layers), from a calibration record; `layers`: timed reference layers per kind."""
+
+    def __init__(self, record):
+        from . import launch_gap
+
+        self.gpu, self.date = record["gpu"], record.get("date", "")
+        gaps = launch_gap.load()
+        timed = {}
+        for row in record["layers"]:
+            if row.get("status") == "ok" and isinstance(row.get("forward_ms"), (int, float)) and row["forward_ms"] > 0:
+                timed.setdefault(row["kind"], []).append(row)
+        self.factors, self.layers = {}, {}
+        for kind, rows in timed.items():
+            predicted = _predicted_ms(kind, [row["native_config"] for row in rows], self.gpu)
+            gap_ms = 1e-3 * launch_gap.gap_us(self.gpu, gaps, kind)
+            # measured device time: the latency less the launch gap, never below half the latency
+            ratios = [math.log(max(row["forward_ms"] - gap_ms, 0.5 * row["forward_ms"]) / p)
+                      for row, p in zip(rows, predicted)]
+            self.factors[kind], self.layers[kind] = math.exp(statistics.median(ratios)), len(ratios)
+
+    def factor(self, kind):
+        return self.factors.get(kind, 1.0)
+
+    def describe(self):
+        factors = ", ".join(f"{kind} x{f:.2f}" for kind, f in sorted(self.factors.items()))
+        return (f"calibrated to this {self.gpu} by {sum(self.layers.values())} timed layers"
+                f"{' (' + self.date + ')' if self.date else ''}: {factors}")
+
+
+def from_file(path):
+    """The Calibration in the file at `path`; ValueError naming the file where it is not one."""
+    return Calibration(_read(path))
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cached(path, modified, size):
+    return from_file(path)
+
+
+def load(gpu):
+    """The Calibration of catalog GPU `gpu` from the user's cache, or None where there is none."""
+    path = calibration_path(gpu)
+    if not path.is_file():
+        return None
+    stat = path.stat()
+    return _load_cached(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+class CalibratedGpuBundle:
+    """A GPU bundle's interface whose times are scaled per layer kind by a Calibration (a layer's backward and
+    optimizer step by its kind's factor too; an optimizer's update, add-shaped kernels, by the add kind's)."""
+
+    def __init__(self, bundle, calibration):
+        self._bundle, self.calibration = bundle, calibration
+
+    def __getattr__(self, name):
+        return getattr(self._bundle, name)
+
+    def estimate(self, kind, configs, *args, **kwargs):
+        factor = self.calibration.factor(kind)
+        return [{key: value * factor if key.endswith("_ms") else value for key, value in t.items()}
+                for t in self._bundle.estimate(kind, configs, *args, **kwargs)]
+
+    def predict(self, kind, mode, configs, *args, **kwargs):
+        return [ms * self.calibration.factor(kind) for ms in self._bundle.predict(kind, mode, configs, *args, **kwargs)]
+
+    def update_ms(self, groups, *args, **kwargs):
+        return [ms * self.calibration.factor("add") for ms in self._bundle.update_ms(groups, *args, **kwargs)]

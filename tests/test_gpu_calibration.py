@@ -1,0 +1,88 @@
+"""GPU predictors calibrated to a reachable GPU by a few timed layers per kind (prenet.gpu_calibration)."""
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+
+import prenet
+from prenet import gpu_calibration, launch_gap
+
+T4 = "Tesla T4"
+GPU_KINDS = {"add", "bmm", "conv2d", "gelu", "layer_norm", "linear", "relu", "softmax"}
+
+
+@pytest.mark.parametrize("gpu", [T4, "NVIDIA H100 80GB HBM3"])
+def test_reference_layers_cover_every_kind_within_the_timed_range(gpu):
+    layers = gpu_calibration.reference_layers(gpu)
+    by_kind = {}
+    for harness_kind, config, kind, native_config in layers:
+        by_kind.setdefault(kind, []).append(native_config)
+        assert config["batch"] == native_config["batch"]
+    assert set(by_kind) == GPU_KINDS and all(len(c) == gpu_calibration.PER_KIND for c in by_kind.values())
+    for kind, configs in by_kind.items():
+        times = gpu_calibration._predicted_ms(kind, configs, gpu)
+        assert all(gpu_calibration.MIN_DEVICE_MS <= t <= gpu_calibration.MAX_DEVICE_MS for t in times)
+
+
+def _write_calibration(path, gpu, factors):
+    """A calibration file whose layers measured `factors[kind]` times their predicted device time, plus the
+    launch gap a latency holds; a failed row, which counts for nothing."""
+    gaps = launch_gap.load()
+    rows = []
+    for harness_kind, config, kind, native_config in gpu_calibration.reference_layers(gpu):
+        if kind not in factors:
+            continue
+        device = gpu_calibration._predicted_ms(kind, [native_config], gpu)[0] * factors[kind]
+        rows.append({"harness_kind": harness_kind, "config": config, "kind": kind, "native_config": native_config,
+                     "status": "ok", "error": "", "forward_ms": device + 1e-3 * launch_gap.gap_us(gpu, gaps, kind)})
+    rows.append({**rows[0], "status": "failed", "error": "out of memory", "forward_ms": None})
+    path.write_text(json.dumps({"format": gpu_calibration.FORMAT, "version": gpu_calibration.VERSION, "gpu": gpu,
+                                "layers": rows, "date": "2026-11-25"}))
+    return len(rows) - 1
+
+
+def test_a_calibration_scales_its_kinds_and_leaves_the_rest(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRENET_CACHE", str(tmp_path))
+    linear = dict(batch=32, seq_len=128, in_features=1024, out_features=1024)
+    relu = dict(batch=32, seq_len=128, features=4096)
+    model = nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 10))
+    before = {kind: prenet.predict_layer(kind, gpu=T4, **config) for kind, config in (("linear", linear),
+                                                                                      ("relu", relu))}
+    estimate_before = prenet.predict(model, batch=64, gpu=T4, input_shape=(256,), dataset_size=256)
+    h100_before = prenet.predict_layer("linear", gpu="H100", **linear)
+    timed = _write_calibration(gpu_calibration.calibration_path(T4), T4, {"linear": 1.5, "conv2d": 0.8})
+    calibration = gpu_calibration.load(T4)
+    assert calibration.factors == pytest.approx({"linear": 1.5, "conv2d": 0.8}, rel=1e-9)
+    assert prenet.predict_layer("linear", gpu=T4, **linear) == pytest.approx(1.5 * before["linear"], rel=1e-9)
+    assert prenet.predict_layer("relu", gpu=T4, **relu) == pytest.approx(before["relu"], rel=1e-12)
+    assert prenet.predict_layer("linear", gpu="H100", **linear) == h100_before  # another GPU: as packaged
+    after = prenet.predict(model, batch=64, gpu=T4, input_shape=(256,), dataset_size=256)
+
+    def products_ms(estimate):
+        return estimate.ops.loc[estimate.ops["kind"] == "linear", "ms"].sum()
+
+    assert products_ms(after) == pytest.approx(1.5 * products_ms(estimate_before), rel=1e-9)
+    assert f"calibrated to this {T4} by {timed} timed layers (2026-11-25): conv2d x0.80, linear x1.50" in repr(after)
+    assert estimate_before.calibrated is None
+    assert prenet.predictors.served_as(T4) == "measured, calibrated"
+    assert prenet.predictors.served_as("NVIDIA H100 80GB HBM3") == "unseen, distance 0.69"
+
+
+def test_a_corrupt_calibration_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRENET_CACHE", str(tmp_path))
+    path = gpu_calibration.calibration_path(T4)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('{"format": "something else"}')
+    with pytest.raises(ValueError, match=f"{path} is not a prenet GPU calibration .*prenet calibrate --gpu"):
+        prenet.predict_layer("linear", gpu=T4, batch=1, seq_len=1, in_features=8, out_features=8)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
+def test_calibrating_without_a_gpu_says_what_is_needed(tmp_path):
+    with pytest.raises(ValueError, match="needs a CUDA GPU"):
+        gpu_calibration.calibrate(T4, tmp_path / "calibration.json")
+    done = subprocess.run([sys.executable, "-m", "prenet", "calibrate", "--gpu"], capture_output=True, text=True)
+    assert done.returncode != 0 and "needs a CUDA GPU" in done.stderr

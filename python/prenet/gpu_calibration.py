@@ -13,7 +13,6 @@ read, so it stays valid when the predictors are refitted; it is written after ev
 calibration resumes.
 """
 import functools
-import json
 import math
 import re
 import statistics
@@ -21,6 +20,7 @@ import time
 from pathlib import Path
 
 from .atomic_file import write_json
+from .calibration_record import layer_key, read_record
 
 FORMAT = "prenet-gpu-calibration"
 VERSION = 1
@@ -99,10 +99,6 @@ def _with_batch(layer, factor):
             {**native_config, "batch": native_config["batch"] * factor})
 
 
-def _key(kind, config):
-    return json.dumps([kind, config], sort_keys=True)
-
-
 def calibrate(gpu=None, path=None, per_kind=PER_KIND, progress=True):
     """Times the reference layers on this machine's CUDA GPU (catalog name `gpu`, default the one torch reports),
     resuming a calibration left unfinished, and writes the calibration; returns its path. ValueError without a
@@ -121,8 +117,8 @@ def calibrate(gpu=None, path=None, per_kind=PER_KIND, progress=True):
     record = _read(path) if path.is_file() else None
     if record is None or record["gpu"] != name:
         record = {"format": FORMAT, "version": VERSION, "gpu": name, "layers": []}
-    done = {_key(row["harness_kind"], row["config"]) for row in record["layers"]}
-    pending = [layer for layer in reference_layers(name, per_kind) if _key(layer[0], layer[1]) not in done]
+    done = {layer_key(row["harness_kind"], row["config"]) for row in record["layers"]}
+    pending = [layer for layer in reference_layers(name, per_kind) if layer_key(layer[0], layer[1]) not in done]
     if pending:
         harness = Harness("cuda")
         record["environment"] = {k: harness.environment.get(k, "") for k in (
@@ -146,16 +142,7 @@ def calibrate(gpu=None, path=None, per_kind=PER_KIND, progress=True):
 
 
 def _read(path):
-    try:
-        record = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} is not a prenet GPU calibration ({error}); delete it and run "
-                         "`prenet calibrate --gpu`") from None
-    if not isinstance(record, dict) or record.get("format") != FORMAT or record.get("version") != VERSION or \
-            not isinstance(record.get("layers"), list) or not isinstance(record.get("gpu"), str):
-        raise ValueError(f"{path} is not a prenet GPU calibration of version {VERSION}; delete it and run "
-                         "`prenet calibrate --gpu`")
-    return record
+    return read_record(path, FORMAT, VERSION, "GPU calibration", "prenet calibrate --gpu", {"layers": list, "gpu": str})
 
 
 class Calibration:

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from ._native import core
 from .atomic_file import write_json
+from .calibration_record import layer_key, read_record
 
 FORMAT = "prenet-host-calibration"
 VERSION = 1
@@ -170,10 +171,6 @@ def intensity(kind, config):
     return _intensity(kind, tuple(sorted(config.items())))
 
 
-def _key(kind, config):
-    return json.dumps([kind, config], sort_keys=True)
-
-
 def calibrate(path=None, progress=True):
     """Times the reference layers on this machine (resuming a calibration left unfinished) with the native
     harness, measures the host costs (prenet.host_cost), and writes the calibration; returns its path."""
@@ -187,8 +184,8 @@ def calibrate(path=None, progress=True):
         record = {"format": FORMAT, "version": VERSION, "host_cpu": host_cost.cpu_model(), "layers": [],
                   "bundle": bundle_stamp()}
     record = with_current_predictions(record)  # a resumed calibration's layers as the packaged bundle predicts
-    done = {_key(row["harness_kind"], row["config"]) for row in record["layers"]}
-    pending = [layer for layer in reference_layers() if _key(layer[0], layer[1]) not in done]
+    done = {layer_key(row["harness_kind"], row["config"]) for row in record["layers"]}
+    pending = [layer for layer in reference_layers() if layer_key(layer[0], layer[1]) not in done]
     if pending:
         harness = Harness("cpu", threads=1)
         record["environment"] = {k: harness.environment.get(k, "") for k in ("host_cpu", "threads", "blas",
@@ -215,16 +212,7 @@ def calibrate(path=None, progress=True):
 
 
 def _read(path):
-    try:
-        record = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path} is not a prenet host calibration ({error}); delete it and run "
-                         "`prenet calibrate`") from None
-    if not isinstance(record, dict) or record.get("format") != FORMAT or record.get("version") != VERSION or \
-            not isinstance(record.get("layers"), list):
-        raise ValueError(f"{path} is not a prenet host calibration of version {VERSION}; delete it and run "
-                         "`prenet calibrate`")
-    return record
+    return read_record(path, FORMAT, VERSION, "host calibration", "prenet calibrate", {"layers": list})
 
 
 def _theil_sen(points):

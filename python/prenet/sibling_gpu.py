@@ -6,6 +6,7 @@ slower than the PCIe card (471 ms). A sibling's estimate is therefore the seen b
 scaled by how much faster or slower the unseen bundle, which learned across devices from their specifications,
 finds the GPU than that sibling (per layer configuration and part: forward, backward, optimizer).
 """
+import functools
 import math
 
 from .catalog import find_gpu
@@ -15,9 +16,10 @@ from .uncertainty import extrapolation
 SAME_CHIP = ("architecture", "sm_count", "cuda_cores")
 
 
+@functools.lru_cache(maxsize=None)
 def fitted_sibling(gpu, fitted):
-    """The device of `fitted` closest to `gpu` (canonical catalog names) among those with its SAME_CHIP specs, or
-    None where none has them."""
+    """The device of `fitted` (a tuple) closest to `gpu` (canonical catalog names) among those with its SAME_CHIP
+    specs, or None where none has them."""
     spec = find_gpu(gpu)
     same = [name for name in fitted if all(find_gpu(name)[key] == spec[key] for key in SAME_CHIP)]
     if not same:

@@ -48,10 +48,10 @@ def test_a_calibration_scales_its_kinds_and_leaves_the_rest(tmp_path, monkeypatc
     monkeypatch.setenv("PRENET_CACHE", str(tmp_path))
     linear = dict(batch=32, seq_len=128, in_features=1024, out_features=1024)
     relu = dict(batch=32, seq_len=128, features=4096)
-    model = nn.Sequential(nn.Linear(256, 1024), nn.ReLU(), nn.Linear(1024, 10))
+    model = nn.Sequential(nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024))  # device-bound at batch 1024
     before = {kind: prenet.predict_layer(kind, gpu=T4, **config) for kind, config in (("linear", linear),
                                                                                       ("relu", relu))}
-    estimate_before = prenet.predict(model, batch=64, gpu=T4, input_shape=(256,), dataset_size=256)
+    estimate_before = prenet.predict(model, batch=1024, gpu=T4, input_shape=(1024,), dataset_size=4096)
     h100_before = prenet.predict_layer("linear", gpu="H100", **linear)
     timed = _write_calibration(gpu_calibration.calibration_path(T4), T4, {"linear": 1.5, "conv2d": 0.8})
     calibration = gpu_calibration.load(T4)
@@ -59,7 +59,7 @@ def test_a_calibration_scales_its_kinds_and_leaves_the_rest(tmp_path, monkeypatc
     assert prenet.predict_layer("linear", gpu=T4, **linear) == pytest.approx(1.5 * before["linear"], rel=1e-9)
     assert prenet.predict_layer("relu", gpu=T4, **relu) == pytest.approx(before["relu"], rel=1e-12)
     assert prenet.predict_layer("linear", gpu="H100", **linear) == h100_before  # another GPU: as packaged
-    after = prenet.predict(model, batch=64, gpu=T4, input_shape=(256,), dataset_size=256)
+    after = prenet.predict(model, batch=1024, gpu=T4, input_shape=(1024,), dataset_size=4096)
 
     def products_ms(estimate):
         return estimate.ops.loc[estimate.ops["kind"] == "linear", "ms"].sum()
@@ -67,6 +67,12 @@ def test_a_calibration_scales_its_kinds_and_leaves_the_rest(tmp_path, monkeypatc
     assert products_ms(after) == pytest.approx(1.5 * products_ms(estimate_before), rel=1e-9)
     assert f"calibrated to this {T4} by {timed} timed layers (2026-11-25): conv2d x0.80, linear x1.50" in repr(after)
     assert estimate_before.calibrated is None
+    # its interval: the timed kinds' factors after calibration (narrower for a product), the rest as before
+    after_factors = gpu_calibration._interval_factors_after_calibration()["linear"]
+    before_factors = prenet.uncertainty.interval_factors(prenet.predictors.PACKAGED_UNSEEN_BUNDLE)["linear"]
+    assert after_factors[1] / after_factors[0] < before_factors[1] / before_factors[0]
+    assert (after.interval_seconds[1] / after.epoch_seconds < estimate_before.interval_seconds[1] /
+            estimate_before.epoch_seconds)
     assert prenet.predictors.served_as(T4) == "measured, calibrated"
     assert prenet.predictors.served_as("NVIDIA H100 80GB HBM3") == "unseen, distance 0.69"
 

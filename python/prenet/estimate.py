@@ -492,6 +492,8 @@ def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision
     in_kernels = on_gpu and learned_timing(str(folder)) == "latency"
     # the seen-GPU bundle has no leave-one-device-out errors of its own: the unseen one's are stated (wider)
     factors = on_gpu and (uncertainty.interval_factors(folder) or uncertainty.interval_factors(PACKAGED_UNSEEN_BUNDLE))
+    if factors and isinstance(native, gpu_calibration.CalibratedGpuBundle):  # narrower where timed on the GPU
+        factors = gpu_calibration.interval_factors(factors, native.calibration)
     steps = {size: _step(ops, traced, native, catalog, device, optimizer, precision, on_gpu, costs, gaps,
                          in_kernels, with_spread=bool(factors)) for size, ops in traced.ops_by_size.items()}
     sizes = traced.sizes

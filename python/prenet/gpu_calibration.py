@@ -13,6 +13,7 @@ read, so it stays valid when the predictors are refitted; it is written after ev
 calibration resumes.
 """
 import functools
+import json
 import math
 import re
 import statistics
@@ -215,3 +216,87 @@ class CalibratedGpuBundle:
 
     def update_ms(self, groups, *args, **kwargs):
         return [ms * self.calibration.factor("add") for ms in self._bundle.update_ms(groups, *args, **kwargs)]
+
+
+# The 80% interval of a calibrated GPU's estimates, per kind: beside the GPU bundles' intervals.json.
+INTERVALS_FILE = "calibrated_intervals.json"
+
+
+def interval_factors_after_calibration(settings, set_name="efficiency", per_kind=PER_KIND, draws=20, data=None):
+    """Leave one device out (prenet.unseen_gpu, candidate `set_name`, device time, rows of at least MIN_DEVICE_MS),
+    each held-out GPU calibrated by `per_kind` of its rows drawn at random (`draws` times, the residuals of the
+    other rows pooled): per kind the factors (low, high) of an 80% interval after calibration, at the narrowest
+    quantile range whose coverage, fitted without a GPU, reaches 80% on that GPU on average (unseen_gpu's rule).
+    Returns {"factors", "quantile_range", "held_out_coverage"}."""
+    import numpy as np
+
+    from . import unseen_gpu
+    from .datasets import load_neusight
+
+    data = data if data is not None else load_neusight(timing="device")
+    rng = np.random.default_rng(settings.seed)
+    out = {"factors": {}, "quantile_range": {}, "held_out_coverage": {}}
+    for kind in settings.kinds or sorted(data):
+        residuals = {}
+        for held_out, _, test, name, predicted in unseen_gpu.held_out_predictions(kind, data[kind], settings):
+            if name != set_name:
+                continue
+            measured = test["forward_ms"].to_numpy(float)
+            kept = measured >= MIN_DEVICE_MS
+            log_ratio = np.log(measured[kept] / predicted[kept])
+            pooled = []
+            for _ in range(draws):
+                order = rng.permutation(len(log_ratio))
+                pooled.append(log_ratio[order[per_kind:]] - np.median(log_ratio[order[:per_kind]]))
+            residuals[(held_out, set_name)] = np.concatenate(pooled)
+        level, held_out = unseen_gpu.calibrated_level(residuals, set_name)
+        tail = (1 - level) / 2
+        everything = np.concatenate(list(residuals.values()))
+        out["factors"][kind] = [float(np.exp(q)) for q in np.quantile(everything, [tail, 1 - tail])]
+        out["quantile_range"][kind] = level
+        out["held_out_coverage"][kind] = float(np.mean([covered for _, _, covered in held_out.values()]))
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _interval_factors_after_calibration():
+    from .predictors import PACKAGED_UNSEEN_BUNDLE
+
+    path = PACKAGED_UNSEEN_BUNDLE / INTERVALS_FILE
+    return json.loads(path.read_text())["factors"] if path.is_file() else {}
+
+
+def interval_factors(factors, calibration):
+    """`factors` (prenet.uncertainty.interval_factors: {kind: (low, high)}) with the kinds `calibration` timed
+    given the narrower factors of a calibrated GPU (INTERVALS_FILE, from interval_factors_after_calibration)."""
+    after = _interval_factors_after_calibration()
+    return {**factors, **{kind: tuple(after[kind]) for kind in calibration.factors if kind in after}}
+
+
+def main(argv=None):
+    """Writes the calibrated GPUs' interval factors (INTERVALS_FILE) into the unseen-GPU bundle's folder."""
+    import argparse
+    import sys
+    from dataclasses import asdict
+
+    from .unseen_gpu import Settings
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("--rows-per-gpu", type=int, default=1500)
+    parser.add_argument("--trees", type=int, default=300)
+    parser.add_argument("--out", default=f"data/predictors/gpu_unseen/{INTERVALS_FILE}",
+                        help="where to write them (the repository's unseen-GPU bundle folder, packaged with prenet)")
+    args = parser.parse_args(argv)
+    settings = Settings(sets=("efficiency",), trees=args.trees, rows_per_gpu=args.rows_per_gpu, timing="device")
+    started = time.monotonic()
+    outcome = interval_factors_after_calibration(settings)
+    write_json(args.out, {"coverage": 0.8, "feature_set": "efficiency", "per_kind": PER_KIND, **outcome,
+                          "made_by": "python -m prenet.gpu_calibration " + " ".join(
+                              argv if argv is not None else sys.argv[1:]),
+                          "settings": asdict(settings), "seconds": round(time.monotonic() - started)}, indent=1)
+    print(json.dumps(outcome, indent=1))
+    print(f"written {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -77,6 +77,27 @@ def test_a_calibration_scales_its_kinds_and_leaves_the_rest(tmp_path, monkeypatc
     assert prenet.predictors.served_as("NVIDIA H100 80GB HBM3") == "unseen, distance 0.69"
 
 
+def test_a_calibration_brings_the_machines_own_dispatch_costs(tmp_path, monkeypatch):
+    """The host side of a calibrated GPU's steps is costed with the dispatch costs measured on that machine."""
+    monkeypatch.setenv("PRENET_CACHE", str(tmp_path))
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 10))  # host-bound: tiny kernels
+    run = dict(batch=8, gpu=T4, input_shape=(64,), dataset_size=64)
+    packaged = prenet.predict(model, **run)
+    path = gpu_calibration.calibration_path(T4)
+    _write_calibration(path, T4, {"linear": 1.0})
+    record = json.loads(path.read_text())
+    costs = {**prenet.host_cost.load(), "op_us": prenet.host_cost.load()["op_us"] + 10.0}
+    path.write_text(json.dumps({**record, "host_costs": costs}))
+    calibrated = prenet.predict(model, **run)
+    path.unlink()
+    (tmp_path / "costs.json").write_text(json.dumps(costs))
+    monkeypatch.setenv("PRENET_HOST_COSTS", str(tmp_path / "costs.json"))  # the same costs, given by file
+    given = prenet.predict(model, **run)
+    assert calibrated.host_ms > packaged.host_ms and calibrated.host_ms == pytest.approx(given.host_ms, rel=1e-12)
+    assert calibrated.step_seconds == pytest.approx(given.step_seconds, rel=1e-12)
+    assert calibrated.device_ms == pytest.approx(packaged.device_ms, rel=1e-9)
+
+
 def test_a_corrupt_calibration_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("PRENET_CACHE", str(tmp_path))
     path = gpu_calibration.calibration_path(T4)

@@ -3,14 +3,14 @@
 Left out of fitting, a GPU's error is mostly one factor per layer kind (bench/lodo_offsets.py): its clocks under
 load and its libraries' kernels, which its specifications do not give. Leave one device out, that factor taken from
 10 random layers of the held-out GPU per kind brings the median error over (kind, GPU) cells from 13.1% to 6.9%
-(bench/gpu_calibration_lodo.py). `calibrate()` times, on this machine's CUDA GPU with the native harness (as
-`prenet collect --device cuda`), PER_KIND reference layers per kind the GPU predictors have, drawn by the
-collection's sampler at indices no collection uses and spread over their predicted device time; a kind's factor is
-the median ratio of measured device time (latency less the launch gap, prenet.launch_gap) to predicted. Predictions
-for that GPU use the factors wherever a calibration file for it is in the user's cache (prenet.predictors.resolve);
-a kind without one keeps its prediction. The file keeps measured times only, predictions are made again when it is
-read, so it stays valid when the predictors are refitted; it is written after every timed layer, so an interrupted
-calibration resumes.
+(bench/gpu_calibration_lodo.py). `calibrate()` times, on this machine's CUDA GPU with the native harness (as `prenet
+collect --device cuda`), PER_KIND reference layers per kind the GPU predictors have, drawn by the collection's
+sampler at indices no collection uses and spread over their predicted device time; a kind's factor is the median
+ratio of measured device time (latency less the launch gap, prenet.launch_gap) to predicted; it also measures the
+machine's dispatch costs (prenet.host_cost). Predictions for that GPU use both wherever a calibration file for it is
+in the user's cache (prenet.predictors.resolve); a kind without a factor keeps its prediction. The file keeps
+measured times only, predictions are made again when it is read, so it stays valid when the predictors are refitted;
+it is written after every timed layer, so an interrupted calibration resumes.
 """
 import functools
 import json
@@ -106,6 +106,7 @@ def calibrate(gpu=None, path=None, per_kind=PER_KIND, progress=True):
     CUDA GPU, or for one the catalog does not know."""
     import torch
 
+    from . import host_cost
     from .catalog import find_gpu
     from .collect import Harness
     from .progress import progress_bar
@@ -137,6 +138,9 @@ def calibrate(gpu=None, path=None, per_kind=PER_KIND, progress=True):
         finally:
             bar.close()
             harness.stop()
+    # this machine's dispatch costs (prenet.host_cost), for the host side of its steps: a torch 2 host spends
+    # 1.3-3.9 times what the packaged file (torch 1.13) holds (README, "Measured on an H100 ourselves")
+    record["host_costs"] = host_cost.measure()
     record["date"] = time.strftime("%Y-%m-%d")
     write_json(path, record, indent=1)
     return path
@@ -148,12 +152,15 @@ def _read(path):
 
 class Calibration:
     """Per kind, the factor on the GPU predictors' device time (the median of measured over predicted over its
-    timed reference layers), from a calibration record; `layers`: timed reference layers per kind."""
+    timed reference layers), from a calibration record; `layers`: timed reference layers per kind; `host_costs`:
+    the machine's own dispatch costs (prenet.host_cost), used for the host side of its steps."""
 
     def __init__(self, record):
         from . import launch_gap
 
         self.gpu, self.date = record["gpu"], record.get("date", "")
+        # this machine's dispatch costs, measured by the calibration (None in a file without them)
+        self.host_costs = record.get("host_costs")
         gaps = launch_gap.load()
         timed = {}
         for row in record["layers"]:

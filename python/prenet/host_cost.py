@@ -36,10 +36,20 @@ def cpu_model():
 
 
 def measure():
-    """Per-call host costs in microseconds on this machine (one thread)."""
+    """Per-call host costs in microseconds on this machine (one thread; the caller's thread count restored)."""
     import torch
 
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    try:
+        return _measure()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _measure():
+    import torch
+
     a, b = torch.ones(1), torch.ones(1)
     n = 2000
 

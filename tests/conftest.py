@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 # Tests neither read nor write the user's cache (a CPU calibration there would change CPU estimates); theirs, with
-# the bundles' binary copies of trees (about 120 MB), is removed when the run ends.
+# the bundles' binary copies of trees (about 60 MB), is removed when the run ends.
 TEST_CACHE = tempfile.mkdtemp(prefix="prenet-test-cache-")
 os.environ["PRENET_CACHE"] = TEST_CACHE
 atexit.register(shutil.rmtree, TEST_CACHE, ignore_errors=True)

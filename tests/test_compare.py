@@ -28,6 +28,7 @@ def test_every_row_is_the_estimate_of_that_gpu_with_its_price():
         assert row["epoch_seconds"] == pytest.approx(estimate.epoch_seconds, rel=1e-12)
         assert (row["interval_low_s"], row["interval_high_s"]) == pytest.approx(estimate.interval_seconds)
         assert row["nearest_fitted"] == estimate.extrapolation["nearest"]
+        assert row["served"] == prenet.predictors.served_as(estimate.gpu)
     h100 = rows.loc["NVIDIA H100 80GB HBM3"]
     assert h100["usd_per_hour"] == 2.95 and "aimultiple" in h100["price_source"]
     assert h100["cost_per_epoch_usd"] == pytest.approx(h100["epoch_seconds"] / 3600 * 2.95)

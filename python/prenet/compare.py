@@ -10,7 +10,7 @@ from .catalog import find_gpu, gpus as catalog_frame
 from .collector_paused import collector_paused
 from .estimate import _check, estimate_traced, trace_steps
 from .memory import GIB, training_memory
-from .predictors import UnsupportedPrecision, resolve
+from .predictors import UnsupportedPrecision, resolve, served_as
 
 PACKAGED_PRICES = Path(__file__).resolve().parent / "data" / "gpu_prices.csv"
 
@@ -66,14 +66,14 @@ def _comparison_class():
 @collector_paused
 def compare(model, batch=32, gpus="all", price_per_hour=None, input_shape=None, example_input=None,
             dataset_size=1024, optimizer="sgd", precision="fp32"):
-    """A Comparison (a pandas DataFrame) of `model`'s training epoch on each GPU of `gpus` ("all": the whole
-    catalog; or a list of names), sorted by epoch time: epoch and step seconds, the 80% interval, the nearest
-    fitted GPU and the distance to it, the training memory (prenet.training_memory, in GiB) with the data copied
-    in a batch at a time (`memory_gib`, `fits`) and with the whole data set resident on the device as the
-    protocol's timed epochs have it (`resident_memory_gib`, `fits_resident`), whether each fits the GPU's memory,
-    the price per hour used (`price_per_hour` {name: USD} overrides the catalog's) with its
-    source, and the cost of an epoch (NaN where no price is known). With gpus="all" and a
-    mixed precision, GPUs without that type are left out and named in `.attrs["unsupported"]`."""
+    """A Comparison (a pandas DataFrame) of `model`'s training epoch on each GPU of `gpus` ("all": the whole catalog;
+    or a list of names), sorted by epoch time: epoch and step seconds, the 80% interval, how the predictors serve
+    the GPU (`served`: prenet.predictors.served_as), the nearest fitted GPU and the distance to it, the training
+    memory (prenet.training_memory, in GiB) with the data copied in a batch at a time (`memory_gib`, `fits`) and
+    with the whole data set resident on the device as the protocol's timed epochs have it (`resident_memory_gib`,
+    `fits_resident`), whether each fits the GPU's memory, the price per hour used (`price_per_hour` {name: USD}
+    overrides the catalog's) with its source, and the cost of an epoch (NaN where no price is known). With
+    gpus="all" and a mixed precision, GPUs without that type are left out and named in `.attrs["unsupported"]`."""
     import pandas as pd
 
     batch, dataset_size, optimizer = _check(model, batch, dataset_size, optimizer, precision)
@@ -104,7 +104,7 @@ def compare(model, batch=32, gpus="all", price_per_hour=None, input_shape=None, 
         rows.append({"gpu": name, "epoch_seconds": estimate.epoch_seconds, "interval_low_s": low,
                      "interval_high_s": high, "step_seconds": estimate.step_seconds,
                      "bound": estimate.bound,
-                     "nearest_fitted": estimate.extrapolation["nearest"],
+                     "served": served_as(name), "nearest_fitted": estimate.extrapolation["nearest"],
                      "distance": estimate.extrapolation["distance"], "memory_gib": memory.streamed / GIB,
                      "fits": memory.fits(find_gpu(name)["memory_gb"], resident=False),
                      "resident_memory_gib": memory.gib, "fits_resident": memory.fits(find_gpu(name)["memory_gb"]),

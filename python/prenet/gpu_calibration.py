@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from .atomic_file import write_json
-from .calibration_record import layer_key, read_record
+from .calibration_record import read_record, time_layers
 
 FORMAT = "prenet-gpu-calibration"
 VERSION = 1
@@ -106,10 +106,8 @@ def calibrate(gpu=None, path=None, per_kind=PER_KIND, progress=True):
     CUDA GPU, or for one the catalog does not know."""
     import torch
 
-    from . import host_cost
     from .catalog import find_gpu
     from .collect import Harness
-    from .progress import progress_bar
 
     if not torch.cuda.is_available():
         raise ValueError("calibrating the GPU predictors needs a CUDA GPU, and torch sees none on this machine; "
@@ -119,31 +117,18 @@ def calibrate(gpu=None, path=None, per_kind=PER_KIND, progress=True):
     record = _read(path) if path.is_file() else None
     if record is None or record["gpu"] != name:
         record = {"format": FORMAT, "version": VERSION, "gpu": name, "layers": []}
-    done = {layer_key(row["harness_kind"], row["config"]) for row in record["layers"]}
-    pending = [layer for layer in reference_layers(name, per_kind) if layer_key(layer[0], layer[1]) not in done]
-    if pending:
-        harness = Harness("cuda")
-        record["environment"] = {k: harness.environment.get(k, "") for k in (
-            "device_name", "host_cpu", "torch_version", "cuda_runtime", "cudnn")}
-        bar = progress_bar(len(pending) + len(done), f"calibrating the GPU predictors to {name}", progress,
-                           unit="layer", initial=len(done))
-        try:
-            for i, (harness_kind, config, kind, native_config) in enumerate(pending):
-                result = harness.time(i, harness_kind, config, HARNESS_TIMEOUT_S)
-                record["layers"].append({"harness_kind": harness_kind, "config": config, "kind": kind,
-                                         "native_config": native_config, "status": result["status"],
-                                         "error": result.get("error", ""), "forward_ms": result.get("forward_ms")})
-                write_json(path, record, indent=1)
-                bar.update(1)
-        finally:
-            bar.close()
-            harness.stop()
-    # this machine's dispatch costs (prenet.host_cost), for the host side of its steps: a torch 2 host spends
-    # 1.3-3.9 times what the packaged file (torch 1.13) holds (README, "Measured on an H100 ourselves")
-    record["host_costs"] = host_cost.measure()
-    record["date"] = time.strftime("%Y-%m-%d")
-    write_json(path, record, indent=1)
-    return path
+
+    def row_of(layer, result):
+        harness_kind, config, kind, native_config = layer
+        return {"harness_kind": harness_kind, "config": config, "kind": kind, "native_config": native_config,
+                "status": result["status"], "error": result.get("error", ""), "forward_ms": result.get("forward_ms")}
+
+    # the calibration also records this machine's dispatch costs (prenet.host_cost), for the host side of its
+    # steps: a torch 2 host spends 1.3-3.9 times what the packaged file (torch 1.13) holds (README, "Measured on an
+    # H100 ourselves")
+    return time_layers(path, record, reference_layers(name, per_kind), lambda: Harness("cuda"),
+                       ("device_name", "host_cpu", "torch_version", "cuda_runtime", "cudnn"),
+                       f"calibrating the GPU predictors to {name}", progress, row_of, HARNESS_TIMEOUT_S)
 
 
 def _read(path):

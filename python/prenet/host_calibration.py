@@ -27,12 +27,10 @@ import math
 import os
 import re
 import statistics
-import time
 from pathlib import Path
 
 from ._native import core
-from .atomic_file import write_json
-from .calibration_record import layer_key, read_record
+from .calibration_record import read_record, time_layers
 
 FORMAT = "prenet-host-calibration"
 VERSION = 1
@@ -176,7 +174,6 @@ def calibrate(path=None, progress=True):
     harness, measures the host costs (prenet.host_cost), and writes the calibration; returns its path."""
     from . import host_cost
     from .collect import Harness
-    from .progress import progress_bar
 
     path = Path(path) if path else calibration_path()
     record = _read(path) if path.is_file() else None
@@ -184,31 +181,17 @@ def calibrate(path=None, progress=True):
         record = {"format": FORMAT, "version": VERSION, "host_cpu": host_cost.cpu_model(), "layers": [],
                   "bundle": bundle_stamp()}
     record = with_current_predictions(record)  # a resumed calibration's layers as the packaged bundle predicts
-    done = {layer_key(row["harness_kind"], row["config"]) for row in record["layers"]}
-    pending = [layer for layer in reference_layers() if layer_key(layer[0], layer[1]) not in done]
-    if pending:
-        harness = Harness("cpu", threads=1)
-        record["environment"] = {k: harness.environment.get(k, "") for k in ("host_cpu", "threads", "blas",
-                                                                            "torch_version")}
-        bar = progress_bar(len(pending) + len(done), "calibrating the CPU predictors", progress, unit="config",
-                           initial=len(done))
-        try:
-            for i, (kind, config, native, native_config, predicted) in enumerate(pending):
-                result = harness.time(i, kind, config, HARNESS_TIMEOUT_S)
-                row = {"harness_kind": kind, "config": config, "kind": native, "native_config": native_config,
-                       "predicted_forward_ms": predicted["forward"], "predicted_train_ms": predicted["train"],
-                       "status": result["status"], "error": result.get("error", ""),
-                       "forward_ms": result.get("forward_ms"), "train_ms": result.get("train_step_ms")}
-                record["layers"].append(row)
-                write_json(path, record, indent=1)
-                bar.update(1)
-        finally:
-            bar.close()
-            harness.stop()
-    record["host_costs"] = host_cost.measure()
-    record["date"] = time.strftime("%Y-%m-%d")
-    write_json(path, record, indent=1)
-    return path
+
+    def row_of(layer, result):
+        kind, config, native, native_config, predicted = layer
+        return {"harness_kind": kind, "config": config, "kind": native, "native_config": native_config,
+                "predicted_forward_ms": predicted["forward"], "predicted_train_ms": predicted["train"],
+                "status": result["status"], "error": result.get("error", ""),
+                "forward_ms": result.get("forward_ms"), "train_ms": result.get("train_step_ms")}
+
+    return time_layers(path, record, reference_layers(), lambda: Harness("cpu", threads=1),
+                       ("host_cpu", "threads", "blas", "torch_version"), "calibrating the CPU predictors", progress,
+                       row_of, HARNESS_TIMEOUT_S, unit="config")
 
 
 def _read(path):

@@ -98,6 +98,17 @@ def test_a_calibration_brings_the_machines_own_dispatch_costs(tmp_path, monkeypa
     assert calibrated.device_ms == pytest.approx(packaged.device_ms, rel=1e-9)
 
 
+def test_a_calibrated_sibling_still_says_through_what(tmp_path, monkeypatch):
+    monkeypatch.setenv("PRENET_CACHE", str(tmp_path))
+    sxm2 = "Tesla V100-SXM2-32GB"
+    path = gpu_calibration.calibration_path(sxm2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_calibration(path, sxm2, {"linear": 1.2})
+    estimate = prenet.predict(nn.Linear(64, 64), batch=8, gpu=sxm2, input_shape=(64,), dataset_size=64)
+    assert estimate.extrapolation["timed_through"] == "Tesla V100-PCIE-32GB"
+    assert estimate.calibrated.startswith(f"calibrated to this {sxm2}")
+
+
 def test_a_corrupt_calibration_is_named(tmp_path, monkeypatch):
     monkeypatch.setenv("PRENET_CACHE", str(tmp_path))
     path = gpu_calibration.calibration_path(T4)

@@ -508,8 +508,9 @@ def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision
         reach = uncertainty.extrapolation(asked, uncertainty.fitted_devices(folder))
         if device != asked:
             reach["timed_as"] = device
-        if isinstance(native, SiblingBundle):
-            reach["timed_through"] = native.sibling
+        served = native.bundle if isinstance(native, gpu_calibration.CalibratedGpuBundle) else native
+        if isinstance(served, SiblingBundle):  # calibrated or not
+            reach["timed_through"] = served.sibling
         if reach.get("other_vendor"):
             # attributed to the caller of predict or compare, past their and this function's collector_paused wrappers
             warnings.warn(f"{asked}: {OTHER_VENDOR.format(vendor=reach['other_vendor'])}", stacklevel=5)

@@ -198,6 +198,11 @@ class CalibratedGpuBundle:
     def __getattr__(self, name):
         return getattr(self._bundle, name)
 
+    @property
+    def bundle(self):
+        """The bundle calibrated (a sibling's, prenet.sibling_gpu, among them)."""
+        return self._bundle
+
     def estimate(self, kind, configs, *args, **kwargs):
         factor = self.calibration.factor(kind)
         return [{key: value * factor if key.endswith("_ms") else value for key, value in t.items()}

@@ -1,6 +1,6 @@
 """What a GPU calibration by a few timed layers per kind (prenet.gpu_calibration) would leave, leave one device out:
-the unseen-GPU candidate "ours" of prenet.unseen_gpu (xgboost learned on device time, each NeuSight GPU held out in
-turn), on the held-out GPU's rows whose device time is at least MIN_DEVICE_MS (as prenet.gpu_calibration times
+the candidate the unseen-GPU bundle is fitted with (prenet.unseen_gpu.SERVED_SET; xgboost learned on device time,
+each NeuSight GPU held out in turn), on the held-out GPU's rows whose device time is at least MIN_DEVICE_MS (as prenet.gpu_calibration times
 them), as predicted and after each (kind, held-out GPU) cell's predictions are scaled by the median ratio of
 measured to predicted over K of its rows drawn at random (the calibration's reference layers; judged on the other
 rows; the median over DRAWS draws), and by the median over all of its rows (the best one factor can do).
@@ -27,7 +27,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=RESULTS / "gpu_calibration_lodo.md")
     args = parser.parse_args(argv)
-    settings = unseen_gpu.Settings(sets=("ours",), trees=300, rows_per_gpu=1500, timing="device")
+    settings = unseen_gpu.Settings(sets=(unseen_gpu.SERVED_SET,), trees=300, rows_per_gpu=1500, timing="device")
     started = time.monotonic()
     data = load_neusight(timing="device")
     rng = np.random.default_rng(0)
@@ -60,8 +60,8 @@ def main(argv=None):
     text = "\n".join([
         "# A GPU calibration by a few timed layers per kind, leave one device out", "",
         f"`.venv/bin/python bench/gpu_calibration_lodo.py` ({time.strftime('%Y-%m-%d')}, "
-        f"{time.monotonic() - started:.0f} s; the 'ours' candidate, xgboost 300 trees, 1500 rows per GPU and kind, "
-        "seed 0, learned and judged on device time), on the held-out rows of at least "
+        f"{time.monotonic() - started:.0f} s; the '{unseen_gpu.SERVED_SET}' candidate, xgboost 300 trees, 1500 rows "
+        "per GPU and kind, seed 0, learned and judged on device time), on the held-out rows of at least "
         f"{gpu_calibration.MIN_DEVICE_MS} ms. Per (kind, held-out GPU) cell, the median relative error as predicted, "
         "after scaling by the median measured / predicted of K random rows of the cell (judged on the others; "
         f"median over {DRAWS} draws), and after scaling by that of all its rows.", "",

@@ -1,6 +1,6 @@
 """How much of the leave-one-device-out error of the streaming and normalisation kinds is the measuring host's
-launch gap rather than the GPU: the chosen unseen-GPU candidate ("efficiency", learned on device time; see
-prenet.unseen_gpu) fitted without each GPU in turn, its held-out latencies predicted as device time plus (a) the
+launch gap rather than the GPU: the chosen unseen-GPU candidate (prenet.unseen_gpu.SERVED_SET, learned on device
+time) fitted without each GPU in turn, its held-out latencies predicted as device time plus (a) the
 fitted GPUs' median gap for the kind, as prenet.unseen_gpu does and as a GPU never measured gets, and (b) the
 held-out host's own gap (prenet.launch_gap, fitted on that host's rows): the host known, the GPU not.
 
@@ -18,7 +18,7 @@ from prenet.datasets import load_neusight
 from report import write_report
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SET = "efficiency"
+SET = unseen_gpu.SERVED_SET
 
 
 def main(argv=None):

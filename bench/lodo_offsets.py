@@ -1,5 +1,5 @@
 """How much of the leave-one-device-out error is one factor per GPU and kind: the unseen-GPU candidates of
-prenet.unseen_gpu ("ours" and "efficiency", xgboost learned on device time, each GPU held out in turn) judged on the
+prenet.unseen_gpu ("ours", "efficiency" and their blend, xgboost learned on device time, each GPU held out in turn) judged on the
 held-out GPU's device time where the device's work dominates (at least MIN_DEVICE_MS, several times a launch gap;
 below it a latency less its host's gap is mostly the host's noise), as they are, and again after each (kind,
 held-out GPU) cell's median ratio of measured to predicted is taken out, as a few timed layers per kind on that GPU
@@ -21,7 +21,7 @@ from prenet.datasets import load_neusight
 from report import write_report
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SETS = ("ours", "efficiency")
+SETS = ("ours", "efficiency", "blend")
 MIN_DEVICE_MS = 0.1
 
 

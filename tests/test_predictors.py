@@ -88,6 +88,49 @@ def test_a_kernel_choice_needs_two_kernels(linear_rows):
         training.KernelChoiceModel(training.make_model("linear")).fit(x, np.zeros(len(x)), ["k"] * len(x))
 
 
+@pytest.mark.parametrize("family", training.TREE_FAMILIES)
+def test_a_blend_is_one_native_forest_between_its_two(family, layer_norm_rows, tmp_path):
+    """The blend (prenet.blended_forests) is written as one forest: natively it predicts what Python's mean of its
+    two forests does; each prediction lies between theirs; the reduced forest's splits read no GPU figure."""
+    result = training.fit_kind("layer_norm", layer_norm_rows, families=[family], sets=["blend"], trees=20)[0]
+    model, names = result["model"], result["features"]
+    assert result["feature_set"] == "blend" and isinstance(model, training.BlendedForests)
+    x = training.model_inputs("layer_norm", layer_norm_rows, names)
+    full, reduced = model.full.predict(x), model.reduced.predict(x[:, model.reduced_columns])
+    blended = model.predict(x)
+    assert (blended >= np.minimum(full, reduced) - 1e-9).all() and (blended <= np.maximum(full, reduced) + 1e-9).all()
+    assert np.abs(full - reduced).max() > 1e-3  # two different forests, so the test above can fail
+    merged = model.merged_model()["learner"]["gradient_booster"]["model"]["trees"]
+    own = len(json.loads(model.full.get_booster().save_raw("json"))["learner"]["gradient_booster"]["model"]["trees"])
+    assert len(merged) > own
+    for tree in merged[own:]:
+        splits = [i for i, left in zip(tree["split_indices"], tree["left_children"]) if left != -1]
+        assert splits and all(not names[i].startswith("gpu_") for i in splits)
+    training.export_bundle(tmp_path, [result], {"data": "test"})
+    bundle = core().PredictorBundle(str(tmp_path))
+    python_ms = training.to_ms("layer_norm", layer_norm_rows, result["target"], blended)
+    for gpu, rows in layer_norm_rows.groupby("gpu").indices.items():
+        configs = layer_norm_rows.iloc[rows][["batch", "normalized_shape"]].to_dict("records")
+        native_ms = np.array(bundle.predict("layer_norm", "forward", configs, native_catalog(), gpu))
+        np.testing.assert_allclose(native_ms, python_ms[rows], rtol=1e-5)
+
+
+def test_a_blend_needs_forests_of_an_identity_objective(layer_norm_rows):
+    import xgboost
+
+    with pytest.raises(ValueError, match="averages two forests: family must be one of"):
+        training.make_candidate("blend", "linear", ["batch", "gpu_sm_count"])
+    with pytest.raises(ValueError, match="at least one input"):
+        training.make_candidate("blend", "xgboost", ["gpu_sm_count"])
+    fitted = training.fit_kind("layer_norm", layer_norm_rows, families=["linear", "xgboost"], sets=["blend"], trees=5)
+    assert [r["family"] for r in fitted] == ["xgboost"]  # no blend of linear models
+    poisson = training.BlendedForests(*(xgboost.XGBRegressor(objective="count:poisson", n_estimators=2)
+                                        for _ in range(2)), [0])
+    poisson.fit(np.arange(20.0).reshape(10, 2), np.arange(1.0, 11.0))
+    with pytest.raises(ValueError, match="'count:poisson' cannot be averaged as one forest"):
+        poisson.merged_model()
+
+
 def test_bundles_load_through_binary_copies_in_the_cache(tmp_path, monkeypatch):
     """The packaged GPU bundle's tree models are copied to the cache folder on first load (the kernel classifier's
     too) and loaded from there after, with the same predictions; PRENET_NO_TREE_CACHE turns the copies off."""

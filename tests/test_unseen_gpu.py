@@ -60,6 +60,21 @@ def test_candidates_differ_in_the_gpu_columns_only_as_described():
     efficiency, efficiency_target = unseen_gpu.candidate_inputs("linear", gpus, "efficiency")
     assert ours_target == efficiency_target == "log_ms_over:forward_kernel_bound_ms"
     assert [n for n in ours if not n.startswith("gpu_")] == efficiency and len(ours) > len(efficiency)
+    blend, blend_target = unseen_gpu.candidate_inputs("linear", gpus, "blend")  # both forests' inputs
+    assert blend == ours and blend_target == ours_target
+
+
+def test_the_unseen_gpu_bundle_and_its_intervals_are_the_served_candidates():
+    """The packaged unseen-GPU bundle, its intervals and a calibrated GPU's intervals all come from the candidate
+    prenet.unseen_gpu says is served (a refit with another one would leave the intervals of the old)."""
+    import json
+
+    from prenet.predictors import PACKAGED_UNSEEN_BUNDLE
+
+    manifest = json.loads((PACKAGED_UNSEEN_BUNDLE / "manifest.json").read_text())
+    assert {entry["feature_set"] for entry in manifest["predictors"]} == {unseen_gpu.SERVED_SET}
+    for name in ("intervals.json", "calibrated_intervals.json"):
+        assert json.loads((PACKAGED_UNSEEN_BUNDLE / name).read_text())["feature_set"] == unseen_gpu.SERVED_SET
 
 
 def test_interval_is_widened_until_left_out_devices_are_covered():

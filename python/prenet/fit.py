@@ -23,10 +23,11 @@ from . import training
 from .atomic_file import write_json
 from .paper_tables import PAPER_RMSE, PAPER_SELECTION
 
-# The paper's ablation and ours (the reproduction's columns); "efficiency" is chosen for transfer to unseen GPUs.
+# The paper's ablation and ours (the reproduction's columns); "efficiency" and "blend" (ours and efficiency averaged,
+# prenet.blended_forests) for transfer to unseen GPUs, where blend is chosen (prenet.unseen_gpu.SERVED_SET).
 PAPER_AND_OURS = {"baseline": "Baseline", "co": "CO", "cocm": "COCM", "cocmct": "COCMCT", "ours": "ours"}
 # "kernel": ours and the kernel the library runs, predicted (training.KernelChoiceModel; linear layers only).
-SET_TITLES = {**PAPER_AND_OURS, "efficiency": "efficiency", "kernel": "ours+kernel"}
+SET_TITLES = {**PAPER_AND_OURS, "efficiency": "efficiency", "blend": "blend", "kernel": "ours+kernel"}
 # "neusight_device": the NeuSight set as device time (each latency less its host's launch gap, prenet.launch_gap).
 DATA_SETS = ("cpu", "neusight", "neusight_device")
 # Inside the bundle folder while a fit runs: each finished kind's chosen model files and its tables, so that an

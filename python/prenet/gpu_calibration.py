@@ -219,16 +219,18 @@ class CalibratedGpuBundle:
 INTERVALS_FILE = "calibrated_intervals.json"
 
 
-def interval_factors_after_calibration(settings, set_name="efficiency", per_kind=PER_KIND, draws=20, data=None):
+def interval_factors_after_calibration(settings, set_name=None, per_kind=PER_KIND, draws=20, data=None):
     """Leave one device out (prenet.unseen_gpu, candidate `set_name`, device time, rows of at least MIN_DEVICE_MS),
     each held-out GPU calibrated by `per_kind` of its rows drawn at random (`draws` times, the residuals of the
     other rows pooled): per kind the factors (low, high) of an 80% interval after calibration, at the narrowest
     quantile range whose coverage, fitted without a GPU, reaches 80% on that GPU on average (unseen_gpu's rule).
-    Returns {"factors", "quantile_range", "held_out_coverage"}."""
+    Returns {"factors", "quantile_range", "held_out_coverage"}; `set_name` None: unseen_gpu.SERVED_SET."""
     import numpy as np
 
     from . import unseen_gpu
     from .datasets import load_neusight
+
+    set_name = set_name or unseen_gpu.SERVED_SET
 
     data = data if data is not None else load_neusight(timing="device")
     rng = np.random.default_rng(settings.seed)
@@ -276,7 +278,7 @@ def main(argv=None):
     import sys
     from dataclasses import asdict
 
-    from .unseen_gpu import Settings
+    from .unseen_gpu import SERVED_SET, Settings
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--rows-per-gpu", type=int, default=1500)
@@ -284,10 +286,10 @@ def main(argv=None):
     parser.add_argument("--out", default=f"data/predictors/gpu_unseen/{INTERVALS_FILE}",
                         help="where to write them (the repository's unseen-GPU bundle folder, packaged with prenet)")
     args = parser.parse_args(argv)
-    settings = Settings(sets=("efficiency",), trees=args.trees, rows_per_gpu=args.rows_per_gpu, timing="device")
+    settings = Settings(sets=(SERVED_SET,), trees=args.trees, rows_per_gpu=args.rows_per_gpu, timing="device")
     started = time.monotonic()
     outcome = interval_factors_after_calibration(settings)
-    write_json(args.out, {"coverage": 0.8, "feature_set": "efficiency", "per_kind": PER_KIND, **outcome,
+    write_json(args.out, {"coverage": 0.8, "feature_set": SERVED_SET, "per_kind": PER_KIND, **outcome,
                           "made_by": "python -m prenet.gpu_calibration " + " ".join(
                               argv if argv is not None else sys.argv[1:]),
                           "settings": asdict(settings), "seconds": round(time.monotonic() - started)}, indent=1)

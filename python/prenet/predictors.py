@@ -38,7 +38,7 @@ def load_bundle(folder=None):
 
 def tree_cache_folder():
     """Where binary copies of the bundles' tree models are kept (prenet/regressors/tree_cache.hpp): `trees/` in
-    prenet's cache folder (PRENET_CACHE, else $XDG_CACHE_HOME/prenet, else ~/.cache/prenet); about 22 MB for the two
+    prenet's cache folder (PRENET_CACHE, else $XDG_CACHE_HOME/prenet, else ~/.cache/prenet); about 24 MB for the two
     GPU bundles and 40 MB for the CPU one, each made on first use and remade when its bundle changes; safe to delete.
     None (no copies) where PRENET_NO_TREE_CACHE is set."""
     if os.environ.get("PRENET_NO_TREE_CACHE"):

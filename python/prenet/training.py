@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ._native import core
+from .blended_forests import BlendedForests, gpu_free
 from .catalog import device_catalog
 
 # Hardware features of the paper's Table 1 (the GPU model enters as one-hot indicators "gpu=<name>").
@@ -18,6 +19,8 @@ PAPER_HARDWARE = ["gpu_memory_bandwidth_gbs", "gpu_boost_clock_mhz", "gpu_cuda_c
 # Model families: the paper's five (gradient boosting with scikit-learn's default hyper-parameters, run by
 # xgboost so that it exports) ; all evaluate natively.
 FAMILIES = ("linear", "random_forest", "gradient_boosting", "xgboost", "mlp")
+# The families that grow xgboost forests (written, and read natively, as one).
+TREE_FAMILIES = ("random_forest", "gradient_boosting", "xgboost")
 
 
 def _kind_spec(kind):
@@ -37,9 +40,9 @@ MODE_COUNTS = {"forward": ["forward_flops", "forward_bytes", "forward_roofline_m
 
 def feature_sets(kind, gpus, mode="forward", optimizers=()):
     """Input names of each feature set for `kind` and `mode`: the paper's ablation (Baseline, +CO, +CO+CM,
-    +CO+CM+CT), ours (adds exact FLOPs, bytes and roofline bounds of the mode, and the peak rate) and efficiency
-    (ours without the GPU's figures). Modes
-    that run an optimizer get one indicator per optimizer in every set."""
+    +CO+CM+CT), ours (adds exact FLOPs, bytes and roofline bounds of the mode, and the peak rate), efficiency
+    (ours without the GPU's figures) and blend (reads ours' inputs: the mean of a forest on ours and one on
+    efficiency, prenet.blended_forests). Modes that run an optimizer get one indicator per optimizer in every set."""
     spec = _kind_spec(kind)
     layer = [p["name"] for p in spec["parameters"]] + spec["derived_features"]
     indicators = [f"optimizer={o}" for o in sorted(optimizers)] if mode in ("optimizer", "train") else []
@@ -52,8 +55,9 @@ def feature_sets(kind, gpus, mode="forward", optimizers=()):
         "gpu_boost_clock_mhz"] + indicators
     # "efficiency": ours without any GPU column: the device enters through its roofline bound only, which is what
     # transfers to GPUs outside the fitted ones (results/unseen_gpu*.md, python -m prenet.unseen_gpu).
-    efficiency = [n for n in ours if not n.startswith("gpu_")]
-    return {"baseline": baseline, "co": co, "cocm": cocm, "cocmct": cocmct, "ours": ours, "efficiency": efficiency}
+    efficiency = [ours[i] for i in gpu_free(ours)]
+    return {"baseline": baseline, "co": co, "cocm": cocm, "cocmct": cocmct, "ours": ours, "efficiency": efficiency,
+            "blend": ours}
 
 
 # Kinds whose predictor may also learn which kernel the library runs (the "kernel" set: KernelChoiceModel), where
@@ -76,11 +80,11 @@ def kernel_set(kind, ours):
 
 def target_for(feature_set, mode="forward"):
     """The paper's sets predict time (we use its log, as trees and MLPs fit multiplicative structure better);
-    ours, efficiency and kernel predict the log of time over the mode's bound where one exists: in the forward mode
+    ours, efficiency, blend and kernel predict the log of time over the mode's bound where one exists: in the forward mode
     the roofline bound plus a kernel's startup (forward_kernel_bound_ms), so that the ratio of the smallest kernels
     stays bounded and a tree cannot carry one tiny kernel's huge ratio over to a larger one."""
     bounds = {"forward": "forward_kernel_bound_ms", "train": "train_roofline_ms"}
-    if feature_set in ("ours", "efficiency", "kernel") and mode in bounds:
+    if feature_set in ("ours", "efficiency", "blend", "kernel") and mode in bounds:
         return f"log_ms_over:{bounds[mode]}"
     return "log_ms"
 
@@ -286,6 +290,18 @@ def make_model(family, mlp_epochs=300, seed=0, trees=None):
     raise ValueError(f"unknown model family '{family}'; known: {', '.join(FAMILIES)}")
 
 
+def make_candidate(set_name, family, names, mlp_epochs=300, seed=0, trees=None):
+    """An unfitted model of `family` for the feature set `set_name` whose inputs are `names`: for "blend", two
+    forests of the family averaged (BlendedForests; ValueError for a family other than TREE_FAMILIES)."""
+    if set_name != "blend":
+        return make_model(family, mlp_epochs, seed, trees)
+    if family not in TREE_FAMILIES:
+        raise ValueError(f"the blend averages two forests: family must be one of {', '.join(TREE_FAMILIES)}, "
+                         f"got {family!r}")
+    return BlendedForests(make_model(family, seed=seed, trees=trees), make_model(family, seed=seed, trees=trees),
+                          gpu_free(names))
+
+
 def scores(measured_ms, predicted_ms):
     """RMSE in ms (the paper's metric), median and 90th percentile relative error."""
     error = np.abs(predicted_ms - measured_ms) / measured_ms
@@ -298,7 +314,8 @@ def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epoc
     dicts with validation and test scores and the fitted models. Rows without a time for the mode (an optimizer
     step of a kind without parameters) are left out. Kinds of KERNEL_CHOICE_KINDS whose frame has a `kernel`
     column also get the "kernel" set: ours with the kind's tile features (prenet/features.hpp), and the kernel a
-    classifier predicts from them (KernelChoiceModel)."""
+    classifier predicts from them (KernelChoiceModel). The "blend" set is fitted with the tree families only
+    (make_candidate)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     ms_column = f"{mode}_ms"
@@ -319,8 +336,10 @@ def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epoc
         y = target_values(kind, frame, target, ms_column)
         train = part == "train"
         for family in families:
+            if set_name == "blend" and family not in TREE_FAMILIES:
+                continue
             started = time.monotonic()
-            model = make_model(family, mlp_epochs, seed, trees)
+            model = make_candidate(set_name, family, names, mlp_epochs, seed, trees)
             if set_name == "kernel":
                 model = KernelChoiceModel(model, seed).fit(x[train], y[train], frame.loc[train, "kernel"])
             else:
@@ -384,6 +403,8 @@ def _write_model(path, family, model):
         _write_gzip_json(path, model.export())  # digits of each leave 1e-5 of a prediction (tiles and counts)
     elif family == "mlp":
         _write_gzip_json(path, _nine_digits(model.export()))
+    elif isinstance(model, BlendedForests):
+        _write_gzip_json(path, compact_trees(model.merged_model()))
     else:
         _write_gzip_json(path, compact_trees(json.loads(model.get_booster().save_raw("json"))))
 

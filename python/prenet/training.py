@@ -54,7 +54,8 @@ def feature_sets(kind, gpus, mode="forward", optimizers=()):
         "gpu_fp32_tflops", "gpu_memory_bandwidth_gbs", "gpu_sm_count", "gpu_l2_cache_mb",
         "gpu_boost_clock_mhz"] + indicators
     # "efficiency": ours without any GPU column: the device enters through its roofline bound only, which is what
-    # transfers to GPUs outside the fitted ones (results/unseen_gpu*.md, python -m prenet.unseen_gpu).
+    # transfers to GPUs beyond the fitted ones; "blend" reads ours' inputs and averages a forest on them with one on
+    # efficiency's (results/unseen_gpu*.md, python -m prenet.unseen_gpu).
     efficiency = [ours[i] for i in gpu_free(ours)]
     return {"baseline": baseline, "co": co, "cocm": cocm, "cocmct": cocmct, "ours": ours, "efficiency": efficiency,
             "blend": ours}

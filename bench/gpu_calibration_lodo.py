@@ -1,9 +1,10 @@
 """What a GPU calibration by a few timed layers per kind (prenet.gpu_calibration) would leave, leave one device out:
 the candidate the unseen-GPU bundle is fitted with (prenet.unseen_gpu.SERVED_SET; xgboost learned on device time,
-each NeuSight GPU held out in turn), on the held-out GPU's rows whose device time is at least MIN_DEVICE_MS (as prenet.gpu_calibration times
-them), as predicted and after each (kind, held-out GPU) cell's predictions are scaled by the median ratio of
-measured to predicted over K of its rows drawn at random (the calibration's reference layers; judged on the other
-rows; the median over DRAWS draws), and by the median over all of its rows (the best one factor can do).
+each NeuSight GPU held out in turn), on the held-out GPU's rows whose device time is at least MIN_DEVICE_MS (as
+prenet.gpu_calibration times them), as predicted and after each (kind, held-out GPU) cell's predictions are scaled
+by the median ratio of measured to predicted over K of its rows drawn at random (the calibration's reference layers;
+judged on the other rows; the median over DRAWS draws), and by the median over all of its rows (the best one factor
+can do).
 
 Run:  .venv/bin/python bench/gpu_calibration_lodo.py [--out FILE] (about a minute).
 Writes bench/results/gpu_calibration_lodo.md.

@@ -1,11 +1,10 @@
 """How much of the leave-one-device-out error is one factor per GPU and kind: the unseen-GPU candidates of
-prenet.unseen_gpu ("ours", "efficiency" and their blend, xgboost learned on device time, each GPU held out in turn) judged on the
-held-out GPU's device time where the device's work dominates (at least MIN_DEVICE_MS, several times a launch gap;
-below it a latency less its host's gap is mostly the host's noise), as they are, and again after each (kind,
-held-out GPU) cell's median ratio of measured to predicted is taken out, as a few timed layers per kind on that GPU
-could tell. The remainder is what the candidates
-get wrong within a GPU; the difference, what a GPU's specifications do not say about it (its clocks under load, its
-libraries' kernels for it).
+prenet.unseen_gpu ("ours", "efficiency" and their blend, xgboost learned on device time, each GPU held out in turn)
+judged on the held-out GPU's device time where the device's work dominates (at least MIN_DEVICE_MS, several times a
+launch gap; below it a latency less its host's gap is mostly the host's noise), as they are, and again after each
+(kind, held-out GPU) cell's median ratio of measured to predicted is taken out, as a few timed layers per kind on
+that GPU could tell. The remainder is what the candidates get wrong within a GPU; the difference, what a GPU's
+specifications do not say about it (its clocks under load, its libraries' kernels for it).
 
 Run:  .venv/bin/python bench/lodo_offsets.py [--kinds ...] [--out FILE] (about three minutes).
 Writes bench/results/lodo_offsets.md.

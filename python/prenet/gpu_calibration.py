@@ -231,7 +231,6 @@ def interval_factors_after_calibration(settings, set_name=None, per_kind=PER_KIN
     from .datasets import load_neusight
 
     set_name = set_name or unseen_gpu.SERVED_SET
-
     data = data if data is not None else load_neusight(timing="device")
     rng = np.random.default_rng(settings.seed)
     out = {"factors": {}, "quantile_range": {}, "held_out_coverage": {}}

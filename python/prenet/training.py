@@ -81,9 +81,9 @@ def kernel_set(kind, ours):
 
 def target_for(feature_set, mode="forward"):
     """The paper's sets predict time (we use its log, as trees and MLPs fit multiplicative structure better);
-    ours, efficiency, blend and kernel predict the log of time over the mode's bound where one exists: in the forward mode
-    the roofline bound plus a kernel's startup (forward_kernel_bound_ms), so that the ratio of the smallest kernels
-    stays bounded and a tree cannot carry one tiny kernel's huge ratio over to a larger one."""
+    ours, efficiency, blend and kernel predict the log of time over the mode's bound where one exists: in the forward
+    mode the roofline bound plus a kernel's startup (forward_kernel_bound_ms), so that the ratio of the smallest
+    kernels stays bounded and a tree cannot carry one tiny kernel's huge ratio over to a larger one."""
     bounds = {"forward": "forward_kernel_bound_ms", "train": "train_roofline_ms"}
     if feature_set in ("ours", "efficiency", "blend", "kernel") and mode in bounds:
         return f"log_ms_over:{bounds[mode]}"

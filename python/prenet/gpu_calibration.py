@@ -219,24 +219,31 @@ class CalibratedGpuBundle:
 INTERVALS_FILE = "calibrated_intervals.json"
 
 
-def interval_factors_after_calibration(settings, set_name=None, per_kind=PER_KIND, draws=20, data=None):
+def interval_factors_after_calibration(settings, set_name=None, per_kind=PER_KIND, draws=20, data=None,
+                                       progress=False):
     """Leave one device out (prenet.unseen_gpu, candidate `set_name`, device time, rows of at least MIN_DEVICE_MS),
     each held-out GPU calibrated by `per_kind` of its rows drawn at random (`draws` times, the residuals of the
     other rows pooled): per kind the factors (low, high) of an 80% interval after calibration, at the narrowest
     quantile range whose coverage, fitted without a GPU, reaches 80% on that GPU on average (unseen_gpu's rule).
-    Returns {"factors", "quantile_range", "held_out_coverage"}; `set_name` None: unseen_gpu.SERVED_SET."""
+    Returns {"factors", "quantile_range", "held_out_coverage"}; `set_name` None: unseen_gpu.SERVED_SET; `progress`:
+    a bar over the fits (one per kind, held-out GPU and candidate of settings.sets)."""
     import numpy as np
 
     from . import unseen_gpu
     from .datasets import load_neusight
+    from .progress import progress_bar
 
     set_name = set_name or unseen_gpu.SERVED_SET
     data = data if data is not None else load_neusight(timing="device")
     rng = np.random.default_rng(settings.seed)
     out = {"factors": {}, "quantile_range": {}, "held_out_coverage": {}}
-    for kind in settings.kinds or sorted(data):
+    kinds = settings.kinds or sorted(data)
+    bar = progress_bar(sum(data[kind]["gpu"].nunique() for kind in kinds) * len(settings.sets),
+                       "Leave one device out, calibrated", enabled=progress, unit="fit")
+    for kind in kinds:
         residuals = {}
         for held_out, _, test, name, predicted in unseen_gpu.held_out_predictions(kind, data[kind], settings):
+            bar.update()
             if name != set_name:
                 continue
             measured = test["forward_ms"].to_numpy(float)
@@ -253,6 +260,7 @@ def interval_factors_after_calibration(settings, set_name=None, per_kind=PER_KIN
         out["factors"][kind] = [float(np.exp(q)) for q in np.quantile(everything, [tail, 1 - tail])]
         out["quantile_range"][kind] = level
         out["held_out_coverage"][kind] = float(np.mean([covered for _, _, covered in held_out.values()]))
+    bar.close()
     return out
 
 
@@ -287,7 +295,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     settings = Settings(sets=(SERVED_SET,), trees=args.trees, rows_per_gpu=args.rows_per_gpu, timing="device")
     started = time.monotonic()
-    outcome = interval_factors_after_calibration(settings)
+    outcome = interval_factors_after_calibration(settings, progress=True)
     write_json(args.out, {"coverage": 0.8, "feature_set": SERVED_SET, "per_kind": PER_KIND, **outcome,
                           "made_by": "python -m prenet.gpu_calibration " + " ".join(
                               argv if argv is not None else sys.argv[1:]),

@@ -89,8 +89,9 @@ def held_out_predictions(kind, frame, settings):
                    training.to_ms(kind, test, target, model.predict(training.model_inputs(kind, test, names))))
 
 
-def leave_one_device_out(kind, frame, settings):
-    """Cells (one per held-out GPU and candidate) and residuals {(gpu, set): log(measured / predicted)}."""
+def leave_one_device_out(kind, frame, settings, bar=None):
+    """Cells (one per held-out GPU and candidate) and residuals {(gpu, set): log(measured / predicted)}; `bar`: a
+    progress bar (prenet.progress) advanced by one per fit."""
     cells, residuals = [], {}
     device_timing = settings.timing == "device"
     gaps = launch_gap.load() if device_timing else None
@@ -101,6 +102,8 @@ def leave_one_device_out(kind, frame, settings):
         residuals[(held_out, set_name)] = np.log(measured / predicted)
         cells.append({"kind": kind, "held_out": held_out, "fitted_on": fitted_on, "feature_set": set_name,
                       **training.scores(measured, predicted)})
+        if bar is not None:
+            bar.update()
     return cells, residuals
 
 
@@ -128,16 +131,20 @@ def calibrated_level(residuals, set_name):
     return level, held_out
 
 
-def run(settings, data=None):
-    """Every kind's leave-one-device-out cells and interval coverage; returns {"cells", "coverage", "markdown"}."""
+def run(settings, data=None, progress=False):
+    """Every kind's leave-one-device-out cells and interval coverage; returns {"cells", "coverage", "markdown"}.
+    `progress`: a bar over the fits (one per kind, held-out GPU and candidate)."""
     from .datasets import load_neusight
+    from .progress import progress_bar
 
     data = data if data is not None else load_neusight(timing=settings.timing)
     kinds = [k for k in (settings.kinds or sorted(data)) if k in data]
     started = time.monotonic()
     cells, coverage, factors = [], [], {}
+    fits = sum(data[kind]["gpu"].nunique() for kind in kinds) * len(settings.sets)
+    bar = progress_bar(fits, "Leave one device out", enabled=progress, unit="fit")
     for kind in kinds:
-        kind_cells, residuals = leave_one_device_out(kind, data[kind], settings)
+        kind_cells, residuals = leave_one_device_out(kind, data[kind], settings, bar)
         cells += kind_cells
         for set_name in settings.sets:
             level, held_out = calibrated_level(residuals, set_name)
@@ -147,6 +154,7 @@ def run(settings, data=None):
             pooled = np.concatenate([r for (_, s), r in residuals.items() if s == set_name])
             tail = (1 - level) / 2
             factors.setdefault(set_name, {})[kind] = [float(np.exp(q)) for q in np.quantile(pooled, [tail, 1 - tail])]
+    bar.close()
     cells, coverage = pd.DataFrame(cells), pd.DataFrame(coverage)
     return {"settings": asdict(settings), "cells": cells, "coverage": coverage, "factors": factors,
             "markdown": markdown(cells, coverage, settings, time.monotonic() - started)}
@@ -218,7 +226,7 @@ def main(argv=None):
                         help="what the candidates learn (see the module's description)")
     args = parser.parse_args(argv)
     outcome = run(Settings(kinds=tuple(args.kinds), trees=args.trees, rows_per_gpu=args.rows_per_gpu,
-                           timing=args.timing))
+                           timing=args.timing), progress=True)
     print(outcome["markdown"])
     print(f"written {write(outcome, args.out)}")
     if args.intervals:

@@ -17,7 +17,7 @@ import numpy as np
 
 from prenet import gpu_calibration, unseen_gpu
 from prenet.datasets import load_neusight
-from report import write_report
+from report import cells_summary_row, write_report
 
 RESULTS = Path(__file__).resolve().parent / "results"
 REFERENCE_ROWS = (5, 10, 20)
@@ -56,8 +56,7 @@ def main(argv=None):
             rows.append(f"| {kind} | {held_out} | {int(kept.sum())} | "
                         + " | ".join(f"{errors[c]:.1%}" for c in columns) + " |")
             print(rows[-1], flush=True)
-    summary = [f"| {column} | {np.median(v):.1%} | {int((np.array(v) <= 0.15).sum())} of {len(v)} | "
-               f"{np.max(v):.1%} |" for column, v in cells.items()]
+    summary = [cells_summary_row(column, errors) for column, errors in cells.items()]
     text = "\n".join([
         "# A GPU calibration by a few timed layers per kind, leave one device out", "",
         f"`.venv/bin/python bench/gpu_calibration_lodo.py` ({time.strftime('%Y-%m-%d')}, "

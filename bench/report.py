@@ -1,5 +1,8 @@
-"""Writing a benchmark's report: the markdown file under bench/results/ (folders made as needed), echoed."""
+"""Writing a benchmark's report: the markdown file under bench/results/ (folders made as needed), echoed; and the
+summary row of a table of leave-one-device-out cells, as the reports print it."""
 from pathlib import Path
+
+import numpy as np
 
 
 def write_report(path, text):
@@ -8,3 +11,10 @@ def write_report(path, text):
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     print(text)
+
+
+def cells_summary_row(name, errors):
+    """A markdown row over cells' errors (fractions): `name`, their median, how many are within issue 6's 15%, the
+    worst."""
+    return (f"| {name} | {100 * float(np.median(errors)):.1f}% | {sum(e <= 0.15 for e in errors)} of {len(errors)} | "
+            f"{100 * max(errors):.1f}% |")

@@ -16,7 +16,7 @@ import numpy as np
 
 from prenet import launch_gap, unseen_gpu
 from prenet.datasets import load_neusight
-from report import write_report
+from report import cells_summary_row, write_report
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CANDIDATES = ("ours", "efficiency", "blend")
@@ -59,8 +59,7 @@ def main(argv=None):
             rows.append(f"| {kind} | {short} | " + " | ".join(f"{100 * errors[n]:.1f}%" for n in CANDIDATES)
                         + f" | {chosen} | {100 * errors[chosen]:.1f}% |")
             print(rows[-1], flush=True)
-    summary = [f"| {name} | {100 * np.median(v):.1f}% | {sum(e <= 0.15 for e in v)} of {len(v)} | "
-               f"{100 * max(v):.1f}% |" for name, v in judged.items()]
+    summary = [cells_summary_row(name, errors) for name, errors in judged.items()]
     text = "\n".join([
         "# Unseen GPUs: one candidate for every kind, or one chosen per kind", "",
         f"`.venv/bin/python bench/unseen_candidate_selection.py` ({time.strftime('%Y-%m-%d')}, "

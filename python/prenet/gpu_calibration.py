@@ -231,15 +231,13 @@ def interval_factors_after_calibration(settings, set_name=None, per_kind=PER_KIN
 
     from . import unseen_gpu
     from .datasets import load_neusight
-    from .progress import progress_bar
 
     set_name = set_name or unseen_gpu.SERVED_SET
     data = data if data is not None else load_neusight(timing="device")
     rng = np.random.default_rng(settings.seed)
     out = {"factors": {}, "quantile_range": {}, "held_out_coverage": {}}
     kinds = settings.kinds or sorted(data)
-    bar = progress_bar(sum(data[kind]["gpu"].nunique() for kind in kinds) * len(settings.sets),
-                       "Leave one device out, calibrated", enabled=progress, unit="fit")
+    bar = unseen_gpu.fits_bar(data, kinds, settings, "Leave one device out, calibrated", progress)
     for kind in kinds:
         residuals = {}
         for held_out, _, test, name, predicted in unseen_gpu.held_out_predictions(kind, data[kind], settings):

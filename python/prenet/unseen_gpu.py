@@ -107,6 +107,15 @@ def leave_one_device_out(kind, frame, settings, bar=None):
     return cells, residuals
 
 
+def fits_bar(data, kinds, settings, description, enabled):
+    """A progress bar (prenet.progress) over the fits held_out_predictions makes for `kinds` of `data`: one per kind,
+    held-out GPU and candidate of settings.sets."""
+    from .progress import progress_bar
+
+    fits = sum(data[kind]["gpu"].nunique() for kind in kinds) * len(settings.sets)
+    return progress_bar(fits, description, enabled=enabled, unit="fit")
+
+
 def interval_coverage(residuals, set_name, coverage=COVERAGE):
     """Per held-out GPU: the interval from the other GPUs' residual quantiles and the share of this GPU's cases it
     covers. Returns {gpu: (low, high, covered)} with low/high as factors on the prediction."""
@@ -135,14 +144,12 @@ def run(settings, data=None, progress=False):
     """Every kind's leave-one-device-out cells and interval coverage; returns {"cells", "coverage", "markdown"}.
     `progress`: a bar over the fits (one per kind, held-out GPU and candidate)."""
     from .datasets import load_neusight
-    from .progress import progress_bar
 
     data = data if data is not None else load_neusight(timing=settings.timing)
     kinds = [k for k in (settings.kinds or sorted(data)) if k in data]
     started = time.monotonic()
     cells, coverage, factors = [], [], {}
-    fits = sum(data[kind]["gpu"].nunique() for kind in kinds) * len(settings.sets)
-    bar = progress_bar(fits, "Leave one device out", enabled=progress, unit="fit")
+    bar = fits_bar(data, kinds, settings, "Leave one device out", progress)
     for kind in kinds:
         kind_cells, residuals = leave_one_device_out(kind, data[kind], settings, bar)
         cells += kind_cells

@@ -252,6 +252,19 @@ def test_a_rejected_input_names_the_shapes_the_model_was_given():
         prenet.predict(FunctionalBlock(dim=16), batch=4, gpu="T4", example_input={"features": torch.randn(2, 5, 8)})
 
 
+def test_a_token_model_given_a_shape_is_told_to_give_token_ids():
+    """input_shape makes floating-point inputs; an embedding that rejects them says how to give token ids, and a
+    model that fails elsewhere gets no such advice."""
+    tokens = nn.Sequential(nn.Embedding(100, 8), nn.Linear(8, 4))
+    with pytest.raises(ValueError, match=r"failed in module '0'.*'0' is an embedding.*example_input=torch.randint"):
+        prenet.predict(tokens, batch=4, gpu="T4", input_shape=(12,))
+    predicted = prenet.predict(tokens, batch=4, gpu="T4", example_input=torch.randint(100, (1, 12)))
+    assert predicted.step_seconds > 0
+    with pytest.raises(ValueError, match="rejected the input") as raised:
+        prenet.predict(SmallCnn(), batch=4, gpu="T4", input_shape=(5, 16, 16))
+    assert "embedding" not in str(raised.value)
+
+
 def test_an_optimizer_may_be_named_in_any_case_or_given_as_torch_gives_it():
     model = SmallCnn()
     named = {"SGD": "sgd", "AdamW": "adamw", torch.optim.Adam: "adam", torch.optim.RMSprop: "rmsprop",

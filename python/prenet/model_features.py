@@ -195,7 +195,7 @@ def model_features(model, batch=32, gpu="V100", input_shape=None, example_input=
             call(model, sample)
     except Exception as error:
         where = started[-1] if started else "before any module"
-        raise rejected(where, sample, error) from error
+        raise rejected(where, sample, error, model) from error
     finally:
         for handle in handles:
             handle.remove()

@@ -47,11 +47,20 @@ def shapes_text(inputs):
     return one(inputs)
 
 
-def rejected(where, inputs, error):
+def rejected(where, inputs, error, model):
     """The ValueError for a model that failed on `inputs`: the module it failed in (`where`), the shapes it was
-    given, and PyTorch's own message."""
-    return ValueError(f"the model rejected the input (failed in module '{where}', given {shapes_text(inputs)}): "
-                      f"{error}")
+    given, and PyTorch's own message; when it failed in an embedding given only floating-point tensors (what
+    input_shape makes), how to give it token ids instead."""
+    import torch
+
+    message = f"the model rejected the input (failed in module '{where}', given {shapes_text(inputs)}): {error}"
+    failed_in = dict(model.named_modules()).get(where)
+    if (isinstance(failed_in, (torch.nn.Embedding, torch.nn.EmbeddingBag))
+            and all(t.is_floating_point() for t in tensors(inputs))):
+        message += (f"; '{where}' is an embedding, which takes integer token ids, and input_shape makes random "
+                    "floating-point inputs: give example_input instead, e.g. example_input=torch.randint(vocab_size, "
+                    "(1, seq_len)) (its batch dimension is repeated to the batch)")
+    return ValueError(message)
 
 
 def map_batch(inputs, on_tensor, on_samples):

@@ -319,7 +319,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
         raise
     except Exception as error:
         where = recorder.modules[-1][0] if recorder.modules else "before any module"
-        raise rejected(where, inputs, error) from error
+        raise rejected(where, inputs, error, model) from error
     finally:
         for handle in handles:
             handle.remove()

@@ -601,3 +601,42 @@ def test_command_line_models_come_from_a_file_or_a_module_beside_the_user(run_pr
     done = run_prenet("predict", "user_net.py:build", "--gpu", "A100", "--batch", "8", "--input-shape", "12", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["step_seconds"] > 0
+
+
+TOKEN_MODEL_FILE = '''
+import torch
+import torch.nn as nn
+
+
+def with_tokens():
+    return nn.Sequential(nn.Embedding(100, 8), nn.Linear(8, 4)), torch.randint(100, (1, 12))
+
+
+def tokens_alone():
+    return nn.Sequential(nn.Embedding(100, 8), nn.Linear(8, 4))
+
+
+def not_a_model():
+    return "a string"
+'''
+
+
+def test_a_command_line_factory_may_return_its_model_with_an_example_input(run_prenet, tmp_path, monkeypatch):
+    """A model of token ids cannot be given by --input-shape (random floats): its factory returns (module, example
+    input); given both, or something else than a module, the user is told what is accepted."""
+    from prenet.models import build_model
+
+    (tmp_path / "token_net.py").write_text(TOKEN_MODEL_FILE)
+    monkeypatch.chdir(tmp_path)
+    model, inputs = build_model("token_net.py:with_tokens")
+    assert isinstance(model, nn.Sequential) and inputs["example_input"].shape == (1, 12)
+    with pytest.raises(ValueError, match="returns its own example input; --input-shape \\(12,\\) would override"):
+        build_model("token_net.py:with_tokens", (12,))
+    with pytest.raises(ValueError, match="returned str; a model factory returns a torch.nn.Module, or a pair"):
+        build_model("token_net.py:not_a_model", (12,))
+    done = run_prenet("predict", "token_net.py:with_tokens", "--gpu", "T4", "--batch", "8", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["step_seconds"] > 0
+    refused = run_prenet("predict", "token_net.py:tokens_alone", "--gpu", "T4", "--batch", "8", "--input-shape", "12")
+    assert refused.returncode != 0 and "'0' is an embedding" in refused.stderr
+    assert "a factory returning (model, example input)" in refused.stderr

@@ -59,7 +59,8 @@ def rejected(where, inputs, error, model):
             and all(t.is_floating_point() for t in tensors(inputs))):
         message += (f"; '{where}' is an embedding, which takes integer token ids, and input_shape makes random "
                     "floating-point inputs: give example_input instead, e.g. example_input=torch.randint(vocab_size, "
-                    "(1, seq_len)) (its batch dimension is repeated to the batch)")
+                    "(1, seq_len)) (its batch dimension is repeated to the batch; on the command line, a factory "
+                    "returning (model, example input))")
     return ValueError(message)
 
 

@@ -1,6 +1,7 @@
 """Models named on the command line: "torchvision:resnet50", "prenet:bert_base" / "prenet:gpt2" (the
 plain-PyTorch reference models, fed token ids), "package.module:factory" (importable from the working directory,
-as `python -m` imports) or "path/to/file.py:factory"; and training data, by the last two forms."""
+as `python -m` imports) or "path/to/file.py:factory", whose factory returns a module or a pair (module, example
+input); and training data, by the last two forms."""
 import contextlib
 import difflib
 import importlib
@@ -59,7 +60,24 @@ def build_model(spec, input_shape=None):
             hint = f"closest: {', '.join(closest)}; " if closest else ""
             raise ValueError(f"torchvision has no model '{name}'; {hint}available: {', '.join(known)}")
         return getattr(tvm, name)(weights=None), {"input_shape": input_shape or TORCHVISION_INPUT_SHAPE}
-    return _call_factory(source, name, spec), {"input_shape": input_shape}
+    return _user_model(_call_factory(source, name, spec), spec, input_shape)
+
+
+def _user_model(made, spec, input_shape):
+    """(model, input arguments) of what a user's factory returned: a module, given input_shape; or a pair (module,
+    example input), as a model that takes token ids or several inputs needs (prenet.predict's example_input: a
+    tensor, tuple or dict whose tensors have a batch dimension first)."""
+    import torch
+
+    if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], torch.nn.Module):
+        if input_shape is not None:
+            raise ValueError(f"'{spec}' returns its own example input; --input-shape {input_shape} would override "
+                             "it: give one or the other")
+        return made[0], {"example_input": made[1]}
+    if not isinstance(made, torch.nn.Module):
+        raise ValueError(f"'{spec}' returned {type(made).__name__}; a model factory returns a torch.nn.Module, or "
+                         "a pair (module, example input) such as (model, torch.randint(vocab_size, (1, seq_len)))")
+    return made, {"input_shape": input_shape}
 
 
 def build_dataset(spec):

@@ -131,7 +131,7 @@ def _measure(args):
     model, inputs = _training_run_model(args)
     result = measure(model, batch=args.batch, dataset_size=args.dataset_size, optimizer=args.optimizer,
                      precision=args.precision, device=args.device, repeats=args.repeats, threads=args.threads,
-                     progress=not args.no_progress, **inputs)
+                     progress=not args.no_progress, keep_memory=args.keep_memory, **inputs)
     if args.json:
         print(json.dumps({"model": args.model, "device": result.device, "batch": result.batch,
                           "dataset_size": result.dataset_size, "optimizer": result.optimizer,
@@ -305,6 +305,9 @@ def parser():
     m.add_argument("--repeats", type=int, default=3, help="timed epochs after the warm-up (>= 3)")
     m.add_argument("--threads", type=int, help="CPU threads, PyTorch's and the BLAS library's (device cpu; "
                                                 "predictions for 'cpu' are of 1; default: as they are)")
+    m.add_argument("--keep-memory", action="store_true",
+                   help="device cpu, glibc: keep freed memory for reuse, as PyTorch's caching allocator does on a "
+                        "GPU, so that steps do not fault in fresh pages (costly in a virtual machine)")
     m.add_argument("--json", action="store_true", help="print one JSON object")
     m.add_argument("--no-progress", action="store_true", help="no progress bar over the epochs (on stderr)")
     m.set_defaults(run=_measure)

@@ -13,6 +13,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
+from . import host_memory
 from .estimate import _check, epoch_batches, epoch_steps_text
 from .host_cost import cpu_model
 from .model_inputs import call, input_maker, map_batch, map_tensors
@@ -81,7 +82,9 @@ def _environment(model, device):
                    peak_memory_mib=torch.cuda.max_memory_allocated(device) / 2**20)
     else:
         env.update(device_name=env["host_cpu"], device_units=torch.get_num_threads(), device_units_kind="threads",
-                   library_threads={pool["internal_api"]: pool["num_threads"] for pool in threadpool_info()})
+                   library_threads={pool["internal_api"]: pool["num_threads"] for pool in threadpool_info()},
+                   allocator=host_memory.allocator(),
+                   first_touch_us_per_page=round(host_memory.first_touch_us_per_page(), 3))
     return env
 
 
@@ -105,12 +108,16 @@ def cpu_threads(threads):
 
 
 def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=1024, optimizer="sgd",
-            precision="fp32", device="cuda", repeats=3, threads=None, progress=False):
+            precision="fp32", device="cuda", repeats=3, threads=None, progress=False, keep_memory=False):
     """Measures the model's training epoch on `device` ("cuda", "cuda:N" or "cpu") by the protocol; `progress`:
     a bar over the epochs (the warm-up and the timed ones), moved between them. `threads`
     (device "cpu"): the CPU threads it runs on, PyTorch's and the BLAS library's alike (None: as they are);
     prenet.predict(gpu="cpu") predicts one thread, so compare it with threads=1. The environment records the
-    threads of every native thread pool. The epochs train the model on random data; afterwards it is as it was
+    threads of every native thread pool, how the C library treats freed memory and what faulting in a fresh page
+    costs here. `keep_memory` (device "cpu", glibc): keep freed memory for reuse, for the rest of the process, as
+    PyTorch's caching allocator does on a GPU (prenet.host_memory): where fresh pages are costly (a virtual
+    machine) the default allocator's steps are slower than their kernels, which is what prenet.predict times. The
+    epochs train the model on random data; afterwards it is as it was
     (weights and their device, gradients, modes, random number generators; prenet.model_state), at the cost of a
     copy of its weights in host memory while it runs."""
     import torch
@@ -128,11 +135,16 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
     if threads is not None and (device.type != "cpu" or not isinstance(threads, int) or threads < 1):
         raise ValueError(f"threads is a positive integer for device='cpu' (None leaves them as they are), got "
                          f"{threads!r} for device {str(device)!r}")
+    if keep_memory and device.type != "cpu":
+        raise ValueError("keep_memory is for device='cpu' (on a GPU, PyTorch's caching allocator keeps freed memory "
+                         f"already), got device {str(device)!r}")
     if device.type == "cuda" and not torch.cuda.is_available():
         raise RuntimeError("CUDA is not available on this machine; measure with device='cpu' or on a GPU machine")
     cuda_devices = ([device.index if device.index is not None else torch.cuda.current_device()]
                     if device.type == "cuda" else [])
     sizes = epoch_batches(batch, dataset_size)
+    if keep_memory:
+        host_memory.keep_freed_memory()
     with model_kept(model, cuda_devices):
         bar = progress_bar(1 + repeats, f"measuring {type(model).__name__} on {device}", progress, unit="epoch")
         try:

@@ -1,0 +1,57 @@
+"""Keeping freed host memory for reuse (prenet.host_memory) and what measure records of it. Keeping memory changes
+the C library for the rest of a process, so it is tried in child processes only."""
+import json
+import subprocess
+import sys
+
+import pytest
+import torch.nn as nn
+
+import prenet
+from prenet import host_memory
+
+# Frees a 64 MiB tensor and prints how much of it the process gave back to the kernel (resident bytes).
+FREED_AND_RETURNED = """
+import mmap, sys, torch
+from prenet import host_memory
+def resident():
+    return int(open("/proc/self/statm").read().split()[1]) * mmap.PAGESIZE
+if sys.argv[1] == "keep":
+    host_memory.keep_freed_memory()
+tensor = torch.ones(64 * 2 ** 20 // 4)
+held = resident()
+del tensor
+print(held - resident())
+"""
+
+
+def returned_bytes(setting):
+    done = subprocess.run([sys.executable, "-c", FREED_AND_RETURNED, setting], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    return int(done.stdout)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc and /proc are Linux's")
+def test_kept_memory_is_not_given_back_to_the_kernel_when_a_tensor_is_freed():
+    """By default glibc unmaps a freed 64 MiB block (the next step faults in fresh pages); kept, it stays for reuse."""
+    assert returned_bytes("default") > 48 * 2 ** 20
+    assert returned_bytes("keep") < 16 * 2 ** 20
+
+
+def test_first_touch_cost_is_measured_per_page():
+    cost = host_memory.first_touch_us_per_page(megabytes=4, repeats=2)
+    assert 0 < cost < 1000
+
+
+def test_measure_records_the_allocator_and_keeps_memory_only_on_the_cpu(run_prenet, tmp_path):
+    result = prenet.measure(nn.Linear(8, 2), batch=4, input_shape=(8,), dataset_size=8, device="cpu")
+    assert result.environment["allocator"] == host_memory.DEFAULT
+    assert result.environment["first_touch_us_per_page"] > 0
+    with pytest.raises(ValueError, match="keep_memory is for device='cpu'"):
+        prenet.measure(nn.Linear(8, 2), batch=4, input_shape=(8,), device="cuda", keep_memory=True)
+    (tmp_path / "tiny.py").write_text("import torch.nn as nn\n\ndef build():\n    return nn.Linear(8, 2)\n")
+    done = run_prenet("measure", f"{tmp_path / 'tiny.py'}:build", "--device", "cpu", "--batch", "4",
+                      "--input-shape", "8", "--dataset-size", "8", "--keep-memory", "--json", "--no-progress")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["environment"]["allocator"] == host_memory.KEPT

@@ -2,7 +2,7 @@
 and medium models at several batch sizes, one thread (as the CPU layer data was measured).
 
 Run:  .venv/bin/python bench/validate_cpu.py [--dataset-size 256] [--other-host [--uncalibrated]] [--out FILE]
-          [--set models | convolutions]
+          [--set models | convolutions] [--keep-memory]
 Writes bench/results/validate_cpu.md (the convolutions set: validate_cpu_convolutions.md) and prints the table.
 The models set is the issue's list; the convolutions set has two-layer stacks of the convolutions the conv2d kind
 does not describe (1-d, 3-d, transposed, dilated, non-square), which the general convolution kind times as
@@ -23,7 +23,7 @@ import torch
 import torch.nn as nn
 
 import prenet
-from prenet import host_calibration
+from prenet import host_calibration, host_memory
 from prenet.catalog import unmeasured_host_warning
 from report import write_report
 
@@ -118,6 +118,9 @@ def main(argv=None):
                              "(prenet calibrate, made first where missing); the report says so")
     parser.add_argument("--uncalibrated", action="store_true",
                         help="with --other-host: the measured host's predictions, not calibrated to this CPU")
+    parser.add_argument("--keep-memory", action="store_true",
+                        help="measure with freed memory kept for reuse (prenet.measure(keep_memory=True)): steps "
+                             "without the page faults that the default allocator adds (bench/cpu_page_faults.py)")
     parser.add_argument("--set", choices=SETS, default="models", help="which cases (default: models)")
     parser.add_argument("--out", type=Path, help=f"report file (default: under {RESULTS}, by set)")
     args = parser.parse_args(argv)
@@ -143,15 +146,16 @@ def main(argv=None):
                 warnings.simplefilter("ignore")
                 estimate = prenet.predict(model, batch=batch, gpu="cpu", dataset_size=args.dataset_size, **inputs)
             measured = prenet.measure(model, batch=batch, dataset_size=args.dataset_size, device="cpu", threads=1,
-                                      **inputs)
+                                      keep_memory=args.keep_memory, **inputs)
             error = abs(estimate.epoch_seconds - measured.epoch_seconds) / measured.epoch_seconds
             errors.append(error)
             rows.append(f"| {name} | {batch} | {measured.epoch_seconds:.3f} ({measured.epoch_min_seconds:.3f}-"
                         f"{measured.epoch_max_seconds:.3f}) | {estimate.epoch_seconds:.3f} | {100 * error:.1f}% |")
             print(rows[-1], flush=True)
     errors.sort()
-    command_tail = (f" --other-host{' --uncalibrated' if args.uncalibrated else ''} --out {args.out}"
-                    if other_host else "") + (f" --set {args.set}" if args.set != "models" else "")
+    command_tail = ((" --keep-memory" if args.keep_memory else "") +
+                    (f" --other-host{' --uncalibrated' if args.uncalibrated else ''} --out {args.out}"
+                     if other_host else "") + (f" --set {args.set}" if args.set != "models" else ""))
     on_this_cpu = ([f"**Not the measured host**: {other_host}.", ""] if other_host and not calibration else
                    [f"**Not the measured host**: the CPU predictors {calibration.describe()} "
                     f"(`prenet calibrate`, {calibration.path}).", ""] if calibration else [])
@@ -161,7 +165,8 @@ def main(argv=None):
         f"`.venv/bin/python bench/validate_cpu.py --dataset-size {args.dataset_size}{command_tail}` "
         f"({time.strftime('%Y-%m-%d')}, {time.monotonic() - started:.0f} s; one thread; SGD with momentum; fp32). "
         "Measured: `prenet.measure` "
-        "(protocol, epochs of the given size); predicted: `prenet.predict(gpu=\"cpu\")` with the packaged CPU "
+        "(protocol, epochs of the given size" + (f"; {host_memory.KEPT}" if args.keep_memory else
+                                                 "; the C library's default allocator") + "); predicted: `prenet.predict(gpu=\"cpu\")` with the packaged CPU "
         "predictors.", "", *on_this_cpu,
         f"Median error {100 * statistics.median(errors):.1f}%, 90th percentile {100 * p90:.1f}% over {len(errors)} "
         "cases" + (" (targets: 10% and 20%)." if args.set == "models" else "."), "",

@@ -160,6 +160,10 @@ def test_a_model_kept_in_a_two_byte_type_runs_kernels_of_that_type():
     assert products_ms(copy.deepcopy(model).to(torch.bfloat16), "fp32") == pytest.approx(products_ms(model, "bf16"),
                                                                                          rel=1e-9)
     assert sum(products_ms(model, "fp32")) > 5 * sum(autocast)
+    # the estimate says so beside the precision it was asked for
+    half = prenet.predict(copy.deepcopy(model).half(), batch=4, gpu="A100", input_shape=(8, 1024))
+    assert half.narrow_weights == ("float16",) and "fp32 (float16 weights)" in repr(half)
+    assert prenet.predict(model, batch=4, gpu="A100", input_shape=(8, 1024)).narrow_weights == ()
     with pytest.raises(prenet.UnsupportedPrecision, match="the model's weights are bfloat16: .*V100.* no bf16 rate"):
         prenet.predict(copy.deepcopy(model).to(torch.bfloat16), batch=4, gpu="V100", input_shape=(8, 1024))
     with pytest.raises(ValueError, match="the model's weights are float16: .*GPUs only"):

@@ -87,7 +87,8 @@ def _predict(args):
     if args.json:
         print(json.dumps({"model": args.model, "gpu": estimate.gpu, "batch": estimate.batch,
                           "dataset_size": estimate.dataset_size, "optimizer": estimate.optimizer,
-                          "precision": estimate.precision, "iterations": estimate.iterations,
+                          "precision": estimate.precision, "narrow_weights": list(estimate.narrow_weights),
+                          "iterations": estimate.iterations,
                           "epoch_seconds": estimate.epoch_seconds, "step_seconds": estimate.step_seconds,
                           "device_ms": estimate.device_ms, "host_ms": estimate.host_ms,
                           "optimizer_ms": estimate.optimizer_ms, "interval_seconds": estimate.interval_seconds,

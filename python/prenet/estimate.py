@@ -66,6 +66,9 @@ class Estimate:
     # On the CPU of a machine that is not the measured host, or on a GPU calibrated by timed layers: the
     # calibration's description (prenet.host_calibration, prenet.gpu_calibration).
     calibrated: str = None
+    # The model's own 2-byte weight types ("float16", "bfloat16"), whose operators run in that type whatever
+    # `precision` (autocast's) says.
+    narrow_weights: tuple = ()
 
     @functools.cached_property
     def _tables(self):
@@ -104,10 +107,11 @@ class Estimate:
         if self.calibrated:
             sure += f"; {self.calibrated}"
         steps = epoch_steps_text(self.batch, self.dataset_size)
+        weights = f" ({' and '.join(self.narrow_weights)} weights)" if self.narrow_weights else ""
         return (f"<prenet estimate: {self.epoch_seconds:.3f} s per epoch ({steps}) on {self.gpu}; step "
                 f"{1e3 * self.step_seconds:.2f} ms (device {self.device_ms:.2f} ms incl. optimizer "
                 f"{self.optimizer_ms:.2f} ms, host {self.host_ms:.2f} ms: {self.bound}-bound); {self.optimizer}, "
-                f"{self.precision}{sure}>")
+                f"{self.precision}{weights}{sure}>")
 
     def plot(self, top=15, ax=None):
         """Horizontal bars of the `top` layers by share of the step (forward and backward stacked)."""
@@ -528,4 +532,5 @@ def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision
                     device_ms=step.device_ms, host_ms=step.host_ms, optimizer_ms=step.update_ms,
                     tables=lambda: _layers_table(step.rows(), catalog, device, step_ms), interval_seconds=interval,
                     extrapolation=reach, traced=traced.how, traced_for_real_because=traced.why_real,
-                    calibrated=native.calibration.describe() if calibrated else None)
+                    calibrated=native.calibration.describe() if calibrated else None,
+                    narrow_weights=tuple(traced.narrow_weights))

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "cuda_driver.hpp"
+#include "freed_memory.hpp"
 #include "json_line.hpp"
 #include "layer_bench.hpp"
 #include "phase_clock.hpp"
@@ -130,9 +131,10 @@ torch::Device resolve_device(const std::string& name) {
     return device;
 }
 
-std::string environment_json(const torch::Device& device, const Options& options) {
+std::string environment_json(const torch::Device& device, const Options& options, const std::string& freed_memory) {
     JsonLine env;
     env.add("type", "environment").add("device", device.str()).add("dtype", options.dtype);
+    env.add("freed_memory", freed_memory);
     if (device.is_cuda()) {
         const auto& driver = CudaDriver::instance();
         env.add("device_name", driver.device_name(device.index()))
@@ -227,6 +229,7 @@ std::string time_request(const Request& request, const torch::TensorOptions& ten
 }  // namespace
 
 int main(int argc, char** argv) {
+    const std::string freed_memory = keep_freed_memory();  // first, so that every timed allocation is kept
     const Options options = parse_options(argc, argv);
     const torch::Device device = resolve_device(options.device);
     torch::set_num_threads(options.threads > 0 ? options.threads
@@ -234,7 +237,7 @@ int main(int argc, char** argv) {
     const auto tensor_options = torch::TensorOptions().dtype(parse_dtype(options.dtype)).device(device);
     if (device.is_cuda()) torch::ones({1}, tensor_options).sum().item<float>();  // creates the CUDA context
     auto clock = make_clock(device.is_cuda());
-    std::cout << environment_json(device, options) << std::endl;
+    std::cout << environment_json(device, options, freed_memory) << std::endl;
 
     for (std::string line; std::getline(std::cin, line);) {
         if (line.find_first_not_of(" \t\r") == std::string::npos) continue;

@@ -1,10 +1,18 @@
-// The harness's LibTorch-free parts: the request protocol, statistics, the repeat loop and the CUDA refusal.
+// The harness's LibTorch-free parts: the request protocol, statistics, the repeat loop, the CUDA refusal and
+// keeping freed memory.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "cuda_driver.hpp"
+#include "freed_memory.hpp"
 #include "json_line.hpp"
 #include "phase_clock.hpp"
 #include "repeat_timer.hpp"
@@ -116,5 +124,19 @@ TEST(HostClock, MeasuresNonNegativeDurations) {
     EXPECT_GE(d[0], 0.0);
     EXPECT_TRUE(clock.finish().empty());
 }
+
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
+TEST(FreedMemory, StaysInTheHeapAfterAFree) {
+    // glibc's default maps a 64 MiB block on its own and unmaps it when freed; kept, it comes from the heap and
+    // stays there for the next allocation
+    EXPECT_EQ(keep_freed_memory().rfind("kept", 0), 0u);
+    const std::size_t block = std::size_t{64} << 20;
+    void* memory = std::malloc(block);
+    ASSERT_NE(memory, nullptr);
+    std::memset(memory, 1, block);
+    std::free(memory);
+    EXPECT_GE(mallinfo2().arena, block);
+}
+#endif
 
 }  // namespace

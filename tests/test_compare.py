@@ -79,6 +79,11 @@ def test_command_line_compares(run_prenet, tmp_path):
     assert {r["gpu"] for r in rows} == {"NVIDIA H100 80GB HBM3", "Tesla T4"} and plot.stat().st_size > 0
     bad = run_prenet("compare", "torchvision:resnet18", "--gpus", "H100", "--price", "T4")
     assert bad.returncode != 0 and "NAME=USD_PER_HOUR" in bad.stderr
+    # a warning reads as the command's own, not as a Python source line of prenet
+    amd = run_prenet("compare", "torchvision:resnet18", "--gpus", "MI300X", "--batch", "4", "--input-shape", "3,32,32",
+                     "--dataset-size", "8")
+    assert amd.returncode == 0, amd.stderr
+    assert amd.stderr.startswith("prenet: warning: AMD Instinct MI300X: an AMD GPU") and "compare(" not in amd.stderr
 
 
 def test_command_line_table_keeps_to_a_screen_and_names_each_price_source(run_prenet):

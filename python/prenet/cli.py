@@ -2,6 +2,7 @@
 import argparse
 import json
 import sys
+import warnings
 
 # Columns of the printed feature table; the CSV written with --csv holds every feature.
 SUMMARY_COLUMNS = ["name", "kind", "input_shape", "co", "forward_flops", "backward_flops", "forward_bytes",
@@ -338,13 +339,23 @@ def parser():
     return p
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """A warning as the command line says it: "prenet: warning: ..." on stderr, without the Python source line
+    that called the library."""
+    print(f"prenet: warning: {message}", file=file or sys.stderr)
+
+
 def main(argv=None):
     args = parser().parse_args(argv)
+    shown = warnings.showwarning
+    warnings.showwarning = _show_warning
     try:
         args.run(args)
     except (ValueError, TypeError, FileNotFoundError, RuntimeError) as error:
         print(f"prenet: error: {error}", file=sys.stderr)
         return 2
+    finally:
+        warnings.showwarning = shown
     return 0
 
 

@@ -29,6 +29,7 @@ import re
 import statistics
 from pathlib import Path
 
+from . import host_memory
 from ._native import core
 from .calibration_record import read_record, time_layers
 
@@ -273,7 +274,8 @@ class Calibration:
         return curves.get(group, curves.get(kind, curves[None])).factor(predicted_ms)
 
     def describe(self):
-        return f"calibrated to this CPU ({self.host_cpu}, {self.layers} reference layers, {self.date})"
+        note = host_memory.costly_pages_note(self.host_costs.get("first_touch_page_us"))
+        return f"calibrated to this CPU ({self.host_cpu}, {self.layers} reference layers, {self.date}){note}"
 
     def plot(self, part="forward", columns=5):
         """A matplotlib Figure: per kind (and group), the reference layers' time here over the predicted time

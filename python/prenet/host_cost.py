@@ -1,7 +1,8 @@
 """Host-side cost of a training step: what the CPU spends per operator, per module call, per autograd node and
 per optimizer tensor before any device work, measured on this machine with tensors of one element (so the
-kernels themselves cost next to nothing). Issuing a kernel on a GPU costs more than dispatching an operator here:
-that cost comes from GPU hosts' measurements (prenet.launch_gap), not from this machine.
+kernels themselves cost next to nothing), and what faulting in a fresh page of memory costs (prenet.host_memory).
+Issuing a kernel on a GPU costs more than dispatching an operator here: that cost comes from GPU hosts'
+measurements (prenet.launch_gap), not from this machine.
 
 `python -m prenet.host_cost` measures and writes data/host_costs.json (packaged with prenet); prediction reads
 the packaged file, or the file PRENET_HOST_COSTS names: one measured on the machine that will train (run the
@@ -12,6 +13,8 @@ import os
 import platform
 import time
 from pathlib import Path
+
+from .host_memory import first_touch_us_per_page
 
 PACKAGED_COSTS = Path(__file__).resolve().parent / "data" / "host_costs.json"
 
@@ -93,6 +96,7 @@ def _measure():
         "module_call_us": _per_call_us(modules, n) - loop_us,
         "autograd_node_us": _per_call_us(backward, chain) - _per_call_us(forward_chain, chain),
         "optimizer_tensor_us": per_tensor,
+        "first_touch_page_us": first_touch_us_per_page(),
         "environment": {"host_cpu": cpu_model(), "torch": torch.__version__,
                         "python": platform.python_version(), "threads": 1, "date": time.strftime("%Y-%m-%d")},
     }

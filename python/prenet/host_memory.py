@@ -19,6 +19,8 @@ KEPT_BLOCK_BYTES = 2 ** 30
 # The heap's free top is given back to the kernel above this: never, in practice (mallopt takes an int).
 NO_TRIM_BYTES = 2 ** 31 - 1
 DEFAULT = "the C library's default"
+# A fresh page costlier than this (ten times bare metal's) is worth telling a user of CPU predictions about.
+COSTLY_PAGE_US = 2.0
 _kept = False  # whether this process keeps freed memory (set once, never undone)
 KEPT = f"freed memory kept (glibc mallopt: mmap threshold {KEPT_BLOCK_BYTES // 2 ** 20} MiB, no trim)"
 
@@ -62,3 +64,13 @@ def keep_freed_memory():
 def allocator():
     """How this process's C library treats freed memory: KEPT once keep_freed_memory ran, else DEFAULT."""
     return KEPT if _kept else DEFAULT
+
+
+def costly_pages_note(first_touch_us):
+    """What a CPU estimate should add where faulting in a fresh page costs `first_touch_us` (None: unknown): "" for a
+    cheap one, else how that shows in measurements and how to avoid it."""
+    if first_touch_us is None or first_touch_us < COSTLY_PAGE_US:
+        return ""
+    return (f"; faulting in a fresh page costs {first_touch_us:.1f} us here (bare metal: about 0.1-0.3 us), so a "
+            "step whose tensors land on fresh pages measures slower than predicted unless freed memory is kept "
+            "(prenet.measure(keep_memory=True))")

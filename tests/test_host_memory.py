@@ -44,6 +44,20 @@ def test_first_touch_cost_is_measured_per_page():
     assert 0 < cost < 1000
 
 
+def test_measure_warns_where_fresh_pages_are_costly(monkeypatch):
+    """With the default allocator, a measurement on a machine whose fresh pages cost ten times bare metal's says that
+    it includes their faults; on a cheap one it says nothing."""
+    import warnings
+
+    monkeypatch.setattr(host_memory, "first_touch_us_per_page", lambda: 11.4)
+    with pytest.warns(UserWarning, match="fresh page costs 11.4 us on this machine.*keep_memory=True"):
+        prenet.measure(nn.Linear(8, 2), batch=4, input_shape=(8,), dataset_size=8, device="cpu")
+    monkeypatch.setattr(host_memory, "first_touch_us_per_page", lambda: 0.2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        prenet.measure(nn.Linear(8, 2), batch=4, input_shape=(8,), dataset_size=8, device="cpu")
+
+
 def test_measure_records_the_allocator_and_keeps_memory_only_on_the_cpu(run_prenet, tmp_path):
     result = prenet.measure(nn.Linear(8, 2), batch=4, input_shape=(8,), dataset_size=8, device="cpu")
     assert result.environment["allocator"] == host_memory.DEFAULT

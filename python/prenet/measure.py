@@ -11,6 +11,7 @@ import contextlib
 import platform
 import statistics
 import time
+import warnings
 from dataclasses import dataclass, field
 
 from . import host_memory
@@ -153,6 +154,11 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
         finally:
             bar.close()
     median = statistics.median(times)
+    if env.get("allocator") == host_memory.DEFAULT and env["first_touch_us_per_page"] >= host_memory.COSTLY_PAGE_US:
+        warnings.warn(f"faulting in a fresh page costs {env['first_touch_us_per_page']:.1f} us on this machine (bare "
+                      "metal: about 0.1-0.3 us), and with the C library's default allocator a step's tensors land on "
+                      "fresh pages: this measurement includes those faults, which prenet.predict does not model; "
+                      "keep_memory=True measures without them", stacklevel=2)
     env.update(precision=precision, optimizer=optimizer, batch=batch, dataset_size=dataset_size,
                python=platform.python_version())
     return Measurement(device=env["device_name"], batch=batch, dataset_size=dataset_size, optimizer=optimizer,

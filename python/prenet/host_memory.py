@@ -21,8 +21,8 @@ NO_TRIM_BYTES = 2 ** 31 - 1
 DEFAULT = "the C library's default"
 # A fresh page costlier than this (ten times bare metal's) is worth telling a user of CPU predictions about.
 COSTLY_PAGE_US = 2.0
-_kept = False  # whether this process keeps freed memory (set once, never undone)
 KEPT = f"freed memory kept (glibc mallopt: mmap threshold {KEPT_BLOCK_BYTES // 2 ** 20} MiB, no trim)"
+_kept = False  # whether this process keeps freed memory (set once, never undone)
 
 
 def first_touch_us_per_page(megabytes=16, repeats=3):

@@ -110,17 +110,16 @@ def cpu_threads(threads):
 
 def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=1024, optimizer="sgd",
             precision="fp32", device="cuda", repeats=3, threads=None, progress=False, keep_memory=False):
-    """Measures the model's training epoch on `device` ("cuda", "cuda:N" or "cpu") by the protocol; `progress`:
-    a bar over the epochs (the warm-up and the timed ones), moved between them. `threads`
-    (device "cpu"): the CPU threads it runs on, PyTorch's and the BLAS library's alike (None: as they are);
-    prenet.predict(gpu="cpu") predicts one thread, so compare it with threads=1. The environment records the
-    threads of every native thread pool, how the C library treats freed memory and what faulting in a fresh page
-    costs here. `keep_memory` (device "cpu", glibc): keep freed memory for reuse, for the rest of the process, as
-    PyTorch's caching allocator does on a GPU (prenet.host_memory): where fresh pages are costly (a virtual
-    machine) the default allocator's steps are slower than their kernels, which is what prenet.predict times. The
-    epochs train the model on random data; afterwards it is as it was
-    (weights and their device, gradients, modes, random number generators; prenet.model_state), at the cost of a
-    copy of its weights in host memory while it runs."""
+    """Measures the model's training epoch on `device` ("cuda", "cuda:N" or "cpu") by the protocol; `progress`: a
+    bar over the epochs (the warm-up and the timed ones), moved between them. `threads` (device "cpu"): the CPU
+    threads it runs on, PyTorch's and the BLAS library's alike (None: as they are); prenet.predict(gpu="cpu")
+    predicts one thread, so compare it with threads=1. The environment records the threads of every native thread
+    pool, how the C library treats freed memory and what faulting in a fresh page costs here. `keep_memory` (device
+    "cpu", glibc): keep freed memory for reuse, for the rest of the process, as PyTorch's caching allocator does on
+    a GPU (prenet.host_memory): where fresh pages are costly (a virtual machine) the default allocator's steps are
+    slower than their kernels, which is what prenet.predict times. The epochs train the model on random data;
+    afterwards it is as it was (weights and their device, gradients, modes, random number generators;
+    prenet.model_state), at the cost of a copy of its weights in host memory while it runs."""
     import torch
 
     batch, dataset_size, optimizer = _check(model, batch, dataset_size, optimizer)

@@ -69,3 +69,7 @@ def test_measure_records_the_allocator_and_keeps_memory_only_on_the_cpu(run_pren
                       "--input-shape", "8", "--dataset-size", "8", "--keep-memory", "--json", "--no-progress")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["environment"]["allocator"] == host_memory.KEPT
+    kept = run_prenet("measure", f"{tmp_path / 'tiny.py'}:build", "--device", "cpu", "--batch", "4", "--input-shape",
+                      "8", "--dataset-size", "8", "--keep-memory", "--no-progress")
+    assert kept.returncode == 0 and kept.stdout.strip().endswith("; freed memory kept>"), kept.stderr
+    assert "freed memory kept" not in repr(result)

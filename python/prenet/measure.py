@@ -46,9 +46,10 @@ class Measurement:
     environment: dict = field(repr=False)
 
     def __repr__(self):
+        kept = "; freed memory kept" if self.environment.get("allocator") == host_memory.KEPT else ""
         return (f"<prenet measurement: {self.epoch_seconds:.3f} s per epoch (min {self.epoch_min_seconds:.3f}, max "
                 f"{self.epoch_max_seconds:.3f}; {epoch_steps_text(self.batch, self.dataset_size)}) on {self.device}; "
-                f"{self.optimizer}, {self.precision}>")
+                f"{self.optimizer}, {self.precision}{kept}>")
 
 
 def make_optimizer(name, parameters):

@@ -27,9 +27,11 @@ _kept = False  # whether this process keeps freed memory (set once, never undone
 
 def first_touch_us_per_page(megabytes=16, repeats=3):
     """Microseconds to fault in one fresh page of anonymous memory on this machine (the least of `repeats`
-    trials of `megabytes` each, one byte written per page)."""
+    trials of `megabytes` each, one byte written per page); None where anonymous mappings are not offered (Windows)."""
     import numpy as np
 
+    if not hasattr(mmap, "MAP_ANONYMOUS"):
+        return None
     size = megabytes * 2 ** 20
     best = float("inf")
     for _ in range(repeats):

@@ -85,8 +85,7 @@ def _environment(model, device):
     else:
         env.update(device_name=env["host_cpu"], device_units=torch.get_num_threads(), device_units_kind="threads",
                    library_threads={pool["internal_api"]: pool["num_threads"] for pool in threadpool_info()},
-                   allocator=host_memory.allocator(),
-                   first_touch_us_per_page=round(host_memory.first_touch_us_per_page(), 3))
+                   allocator=host_memory.allocator(), first_touch_us_per_page=host_memory.first_touch_us_per_page())
     return env
 
 
@@ -154,7 +153,7 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
         finally:
             bar.close()
     median = statistics.median(times)
-    if env.get("allocator") == host_memory.DEFAULT and env["first_touch_us_per_page"] >= host_memory.COSTLY_PAGE_US:
+    if env.get("allocator") == host_memory.DEFAULT and host_memory.costly_pages_note(env["first_touch_us_per_page"]):
         warnings.warn(f"faulting in a fresh page costs {env['first_touch_us_per_page']:.1f} us on this machine (bare "
                       "metal: about 0.1-0.3 us), and with the C library's default allocator a step's tensors land on "
                       "fresh pages: this measurement includes those faults, which prenet.predict does not model; "

@@ -39,6 +39,13 @@ def test_kept_memory_is_not_given_back_to_the_kernel_when_a_tensor_is_freed():
     assert returned_bytes("keep") < 16 * 2 ** 20
 
 
+def test_keeping_memory_without_glibc_is_refused_by_name(monkeypatch):
+    monkeypatch.setattr(host_memory.ctypes, "CDLL", lambda name: object())  # a C library without mallopt
+    with pytest.raises(RuntimeError, match="needs glibc's malloc"):
+        host_memory.keep_freed_memory()
+    assert host_memory.allocator() == host_memory.DEFAULT
+
+
 def test_first_touch_cost_is_measured_per_page(monkeypatch):
     cost = host_memory.first_touch_us_per_page(megabytes=4, repeats=2)
     assert 0 < cost < 1000

@@ -50,8 +50,10 @@ def first_touch_us_per_page(megabytes=16, repeats=3):
 def keep_freed_memory():
     """Makes the C library keep freed memory for reuse (KEPT), for the rest of this process: glibc's mallopt
     cannot restore its default, adaptive thresholds. Raises RuntimeError where the C library is not glibc."""
-    libc = ctypes.CDLL(None)
-    mallopt = getattr(libc, "mallopt", None)
+    try:
+        mallopt = getattr(ctypes.CDLL(None), "mallopt", None)  # the process's own C library
+    except (OSError, TypeError):  # no such handle (Windows)
+        mallopt = None
     if mallopt is None:
         raise RuntimeError("keeping freed memory needs glibc's malloc (mallopt), which this process's C library "
                            "lacks; measure without keep_memory")

@@ -180,7 +180,7 @@ def test_calibrate_times_reference_layers_and_resumes_after_an_interruption(othe
     assert record["bundle"] == host_calibration.bundle_stamp()  # the bundle its predictions came from
     assert [row["config"] for row in record["layers"][:3]] == [config for _, config in timed]
     assert all(row["status"] == "ok" and row["forward_ms"] > 0 and row["train_ms"] > 0 for row in record["layers"])
-    assert record["host_costs"]["op_us"] > 0 and record["host_costs"]["first_touch_page_us"] > 0
+    assert record["host_costs"]["op_us"] > 0 and record["host_costs"]["first_touch_us_per_page"] > 0
     calibration = host_calibration.load()
     assert calibration.layers == len(references)
     assert 0.05 < calibration.factor("forward", "linear", 1.0) < 20
@@ -223,9 +223,9 @@ def test_a_calibration_made_with_another_bundle_is_read_with_the_packaged_bundle
 def test_a_calibration_says_where_fresh_pages_are_costly(other_cpu):
     """The first-touch cost measured with the host costs: above ten times bare metal's, the estimate says that a step
     allocating afresh measures slower, and how to keep memory; cheap or unknown (an older calibration), nothing."""
-    costs = {key: value for key, value in host_cost.load().items() if key != "first_touch_page_us"}
+    costs = {key: value for key, value in host_cost.load().items() if key != "first_touch_us_per_page"}
     for first_touch, noted in ((11.4, True), (0.2, False), (None, False)):
-        given = costs if first_touch is None else {**costs, "first_touch_page_us": first_touch}
+        given = costs if first_touch is None else {**costs, "first_touch_us_per_page": first_touch}
         other_cpu.write_text(json.dumps(_record({"linear": 1.0}, host_costs=given)))
         described = host_calibration.load().describe()
         assert described.startswith("calibrated to this CPU (")

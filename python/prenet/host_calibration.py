@@ -274,7 +274,7 @@ class Calibration:
         return curves.get(group, curves.get(kind, curves[None])).factor(predicted_ms)
 
     def describe(self):
-        note = host_memory.costly_pages_note(self.host_costs.get("first_touch_page_us"))
+        note = host_memory.costly_pages_note(self.host_costs.get("first_touch_us_per_page"))
         return f"calibrated to this CPU ({self.host_cpu}, {self.layers} reference layers, {self.date}){note}"
 
     def plot(self, part="forward", columns=5):

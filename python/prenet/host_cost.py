@@ -96,7 +96,7 @@ def _measure():
         "module_call_us": _per_call_us(modules, n) - loop_us,
         "autograd_node_us": _per_call_us(backward, chain) - _per_call_us(forward_chain, chain),
         "optimizer_tensor_us": per_tensor,
-        "first_touch_page_us": first_touch_us_per_page(),
+        "first_touch_us_per_page": first_touch_us_per_page(),
         "environment": {"host_cpu": cpu_model(), "torch": torch.__version__,
                         "python": platform.python_version(), "threads": 1, "date": time.strftime("%Y-%m-%d")},
     }

@@ -11,7 +11,7 @@ namespace prenet::harness {
 std::string keep_freed_memory() {
 #if defined(__GLIBC__)
     if (mallopt(M_MMAP_THRESHOLD, kKeptBlockBytes) == 1 && mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1)
-        return "kept (glibc mallopt: mmap threshold 1024 MiB, no trim)";
+        return "kept (glibc mallopt: mmap threshold " + std::to_string(kKeptBlockBytes >> 20) + " MiB, no trim)";
     return "the C library's default (glibc refused mallopt)";
 #else
     return "the C library's default (not glibc)";

@@ -51,8 +51,10 @@ def test_environment_is_recorded():
     env = harness.environment
     assert env["device"] == "cpu" and env["threads"] == 1 and env["torch_version"]
     assert env["host_cpu"] and env["device_units"] >= 1 and env["blas"]
-    # freed memory kept, so that repetitions do not fault in fresh pages (cpp/harness/freed_memory.hpp)
+    # freed memory kept, so that repetitions do not fault in fresh pages (cpp/harness/freed_memory.hpp), and
+    # tensors' blocks reused by size (cpp/harness/cpu_tensor_blocks.hpp)
     assert env["freed_memory"].startswith("kept") or "not glibc" in env["freed_memory"]
+    assert "tensor blocks kept by size" in env["freed_memory"]
 
 
 def test_invalid_configurations_are_results_not_crashes():

@@ -2,7 +2,8 @@
 // its heap's free top, so a layer timed again and again can fault in fresh pages on every repetition; where a
 // fresh page is costly (11 us in this project's virtual machine, 2026-11-26; bench/cpu_page_faults.py) that
 // inflated 4 of 120 CPU rows drawn from data/cpu, those with large tensors, 5-9 times (data/README.md). PyTorch's
-// CUDA caching allocator keeps device memory the same way.
+// CUDA caching allocator keeps device memory the same way. Tensors' own blocks are kept by block_cache.hpp, which
+// glibc's settings alone do not ensure.
 #pragma once
 
 #include <string>

@@ -2,15 +2,18 @@
 // keeping freed memory.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <stdexcept>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
 
+#include "block_cache.hpp"
 #include "cuda_driver.hpp"
 #include "freed_memory.hpp"
 #include "json_line.hpp"
@@ -123,6 +126,40 @@ TEST(HostClock, MeasuresNonNegativeDurations) {
     ASSERT_EQ(d.size(), 1u);
     EXPECT_GE(d[0], 0.0);
     EXPECT_TRUE(clock.finish().empty());
+}
+
+TEST(BlockCache, HandsAFreedBlockBackForItsSize) {
+    BlockCache cache;
+    EXPECT_EQ(cache.take(0), nullptr);
+    void* first = cache.take(1000);
+    ASSERT_NE(first, nullptr);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(first) % BlockCache::kAlignment, 0u);
+    std::memset(first, 1, 1000);
+    cache.give_back(first);
+    EXPECT_EQ(cache.kept_bytes(), 1024u);  // rounded up to the alignment
+    EXPECT_EQ(cache.take(1020), first);    // the same rounded size: the kept block
+    EXPECT_EQ(cache.kept_bytes(), 0u);
+    void* other = cache.take(2048);        // another size: a new block
+    EXPECT_NE(other, first);
+    EXPECT_EQ(cache.blocks_out(), 2u);
+    cache.give_back(first);
+    cache.give_back(other);
+    cache.give_back(nullptr);
+    EXPECT_EQ(cache.blocks_out(), 0u);
+    EXPECT_EQ(cache.release(), 1024u + 2048u);
+    EXPECT_EQ(cache.kept_bytes(), 0u);
+}
+
+TEST(BlockCache, FreesABlockItDidNotHandOut) {
+    BlockCache cache;
+    cache.give_back(std::malloc(64));  // std::free'd, not kept (a leak or double free shows under a sanitizer)
+    EXPECT_EQ(cache.kept_bytes(), 0u);
+    EXPECT_EQ(cache.blocks_out(), 0u);
+}
+
+TEST(BlockCache, RefusesASizeNoSystemHas) {
+    BlockCache cache;
+    EXPECT_THROW(cache.take(std::numeric_limits<std::size_t>::max() / 2), std::bad_alloc);
 }
 
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)

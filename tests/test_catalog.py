@@ -62,3 +62,18 @@ def test_corrupt_catalog_file_is_reported(tmp_path, monkeypatch):
     monkeypatch.setenv("PRENET_GPU_CATALOG", str(tmp_path / "missing.csv"))
     with pytest.raises(FileNotFoundError, match="PRENET_GPU_CATALOG"):
         catalog.find_gpu("V100")
+
+
+def test_host_catalog_of_a_second_cpu_set(monkeypatch, tmp_path):
+    """PRENET_HOST_CATALOG points the host catalog at another file, as fitting on data/cpu_amd_epyc needs; the
+    packaged one does not know that host, and a missing file is named with the variable."""
+    from prenet import catalog
+
+    with pytest.raises(ValueError, match="unknown GPU 'AMD EPYC'"):
+        catalog.host_catalog().find("AMD EPYC")
+    monkeypatch.setenv("PRENET_HOST_CATALOG", str(ROOT / "data" / "hosts_amd_epyc.csv"))
+    host = catalog.host_catalog().find("AMD EPYC")  # the name the harness records for it
+    assert host["name"] == "AMD EPYC Zen 5 (1 thread)" and host["fp32_tflops"] > 0
+    monkeypatch.setenv("PRENET_HOST_CATALOG", str(tmp_path / "missing.csv"))
+    with pytest.raises(FileNotFoundError, match="PRENET_HOST_CATALOG"):
+        catalog.host_catalog()

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from ._native import core
 
-# The catalogs shipped with the package; PRENET_GPU_CATALOG points to another GPU file of the same format.
+# The catalogs shipped with the package; PRENET_GPU_CATALOG points to another GPU file of the same format, and
+# PRENET_HOST_CATALOG to another host file (one that adds the host of a second CPU data set, for fitting on it).
 PACKAGED_CATALOG = Path(__file__).resolve().parent / "data" / "gpus.csv"
 PACKAGED_HOSTS = Path(__file__).resolve().parent / "data" / "hosts.csv"
 
@@ -15,10 +16,14 @@ def catalog_path():
     return Path(os.environ.get("PRENET_GPU_CATALOG", PACKAGED_CATALOG))
 
 
+def host_catalog_path():
+    return Path(os.environ.get("PRENET_HOST_CATALOG", PACKAGED_HOSTS))
+
+
 @functools.lru_cache(maxsize=4)
-def _load(path):
+def _load(path, variable="PRENET_GPU_CATALOG"):
     if not Path(path).is_file():
-        raise FileNotFoundError(f"hardware catalog not found at {path}; reinstall prenet or set PRENET_GPU_CATALOG")
+        raise FileNotFoundError(f"hardware catalog not found at {path}; reinstall prenet or set {variable}")
     return core().GpuCatalog(str(path))
 
 
@@ -29,7 +34,7 @@ def native_catalog():
 
 def host_catalog():
     """The native catalog of measured host CPUs."""
-    return _load(str(PACKAGED_HOSTS))
+    return _load(str(host_catalog_path()), "PRENET_HOST_CATALOG")
 
 
 def find_gpu(name):

@@ -1,14 +1,15 @@
 """Validation on this machine's CPU: prenet.predict(gpu="cpu") against prenet.measure(device="cpu") for small
 and medium models at several batch sizes, one thread (as the CPU layer data was measured).
 
-Run:  .venv/bin/python bench/validate_cpu.py [--dataset-size 256] [--other-host [--uncalibrated]] [--out FILE]
-          [--set models | convolutions] [--keep-memory]
+Run:  .venv/bin/python bench/validate_cpu.py [--dataset-size 256] [--other-host [--uncalibrated] | --bundle FOLDER]
+          [--out FILE] [--set models | convolutions] [--keep-memory]
 Writes bench/results/validate_cpu.md (the convolutions set: validate_cpu_convolutions.md) and prints the table.
 The models set is the issue's list; the convolutions set has two-layer stacks of the convolutions the conv2d kind
 does not describe (1-d, 3-d, transposed, dilated, non-square), which the general convolution kind times as
 their implicit GEMMs. On a CPU other than the measured host it stops unless
 given --other-host; then the predictors are calibrated to this CPU first (prenet.host_calibration, about a
-minute, once per machine) unless --uncalibrated. The epoch is shorter than the protocol's default
+minute, once per machine) unless --uncalibrated; or with --bundle, by predictors fitted on this CPU's own layer
+data (data/cpu_amd_epyc for this project's AMD EPYC, data/README.md). The epoch is shorter than the protocol's default
 (256 samples instead of 1024) so that the whole report measures in minutes; the protocol is otherwise followed.
 """
 import argparse
@@ -25,6 +26,7 @@ import torch.nn as nn
 import prenet
 from prenet import host_calibration, host_memory
 from prenet.catalog import unmeasured_host_warning
+from prenet.uncertainty import fitted_devices
 from report import write_report
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -121,13 +123,23 @@ def main(argv=None):
     parser.add_argument("--keep-memory", action="store_true",
                         help="measure with freed memory kept for reuse (prenet.measure(keep_memory=True)): steps "
                              "without the page faults that the default allocator adds (bench/cpu_page_faults.py)")
+    parser.add_argument("--bundle", type=Path,
+                        help="CPU predictors fitted on this CPU's own layer data (prenet.fit --data cpu, with "
+                             "PRENET_CPU_DATA and PRENET_HOST_CATALOG naming the set and its host), used in place of "
+                             "the packaged ones: the host they time is the one they were fitted on")
     parser.add_argument("--set", choices=SETS, default="models", help="which cases (default: models)")
     parser.add_argument("--out", type=Path, help=f"report file (default: under {RESULTS}, by set)")
     args = parser.parse_args(argv)
     cases, file_name, title = SETS[args.set]
     args.out = args.out or RESULTS / file_name
-    other_host = unmeasured_host_warning("cpu")
-    if other_host and not args.other_host:
+    host = "cpu"  # the packaged predictors' host
+    if args.bundle:
+        fitted = fitted_devices(args.bundle)
+        if len(fitted) != 1:
+            parser.error(f"--bundle {args.bundle}: fitted on {list(fitted) or 'no device'}; one host is needed")
+        host = fitted[0]
+    other_host = unmeasured_host_warning(host)
+    if other_host and (args.bundle or not args.other_host):
         parser.exit(2, f"validate_cpu: {other_host}; predicted and measured times would be of different CPUs "
                        "(pass --other-host to compare them anyway)\n")
     torch.manual_seed(0)
@@ -144,7 +156,8 @@ def main(argv=None):
             model = factory()
             with warnings.catch_warnings():  # said once, in the report
                 warnings.simplefilter("ignore")
-                estimate = prenet.predict(model, batch=batch, gpu="cpu", dataset_size=args.dataset_size, **inputs)
+                estimate = prenet.predict(model, batch=batch, gpu=host, dataset_size=args.dataset_size,
+                                          bundle=args.bundle, **inputs)
             measured = prenet.measure(model, batch=batch, dataset_size=args.dataset_size, device="cpu", threads=1,
                                       keep_memory=args.keep_memory, **inputs)
             error = abs(estimate.epoch_seconds - measured.epoch_seconds) / measured.epoch_seconds
@@ -155,7 +168,8 @@ def main(argv=None):
     errors.sort()
     command_tail = ((" --keep-memory" if args.keep_memory else "") +
                     (f" --other-host{' --uncalibrated' if args.uncalibrated else ''} --out {args.out}"
-                     if other_host else "") + (f" --set {args.set}" if args.set != "models" else ""))
+                     if other_host else "") + (f" --bundle {args.bundle} --out {args.out}" if args.bundle else "") +
+                    (f" --set {args.set}" if args.set != "models" else ""))
     on_this_cpu = ([f"**Not the measured host**: {other_host}.", ""] if other_host and not calibration else
                    [f"**Not the measured host**: the CPU predictors {calibration.describe()} "
                     f"(`prenet calibrate`, {calibration.path}).", ""] if calibration else [])
@@ -166,8 +180,10 @@ def main(argv=None):
         f"({time.strftime('%Y-%m-%d')}, {time.monotonic() - started:.0f} s; one thread; SGD with momentum; fp32). "
         "Measured: `prenet.measure` "
         "(protocol, epochs of the given size" + (f"; {host_memory.KEPT}" if args.keep_memory else
-                                                 "; the C library's default allocator") + "); predicted: `prenet.predict(gpu=\"cpu\")` with the packaged CPU "
-        "predictors.", "", *on_this_cpu,
+                                                 "; the C library's default allocator") + "); predicted: " +
+        (f"`prenet.predict(gpu=\"{host}\", bundle=...)` with CPU predictors fitted on this CPU's own layer data "
+         f"({args.bundle}; host costs: {os.environ.get('PRENET_HOST_COSTS', 'packaged')})." if args.bundle else
+         "`prenet.predict(gpu=\"cpu\")` with the packaged CPU predictors."), "", *on_this_cpu,
         f"Median error {100 * statistics.median(errors):.1f}%, 90th percentile {100 * p90:.1f}% over {len(errors)} "
         "cases" + (" (targets: 10% and 20%)." if args.set == "models" else "."), "",
         "| model | batch | measured epoch s (min-max) | predicted s | error |", "| --- | --- | --- | --- | --- |",

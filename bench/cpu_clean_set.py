@@ -10,7 +10,8 @@ configuration compare (their ratio: median, and its 10th and 90th percentiles, w
 kind cannot follow).
 
 Run:  .venv/bin/python bench/cpu_clean_set.py [--kinds add relu ...] [--out bench/results/cpu_clean_set.md]
-(about a minute per kind). Kinds: those with every configuration in data/cpu_amd_epyc (default).
+(about half a minute per kind, two kinds fitted side by side). Kinds: by default every kind with all its
+configurations in data/cpu_amd_epyc.
 """
 import argparse
 import json
@@ -64,7 +65,7 @@ def fitted_scores(folder, hosts, kinds):
         results = Path(work) / "fit.md"
         subprocess.run([sys.executable, "-m", "prenet.fit", "--data", "cpu", "--kinds", *kinds, "--modes", *MODES,
                         "--ablation-modes", "--families", *FAMILIES, "--sets", "ours", "--out", str(Path(work) / "b"),
-                        "--results", str(results), "--jobs", "1"], check=True, env=set_environment(folder, hosts),
+                        "--results", str(results), "--jobs", "2"], check=True, env=set_environment(folder, hosts),
                        stdout=subprocess.DEVNULL)
         records = json.loads(results.with_suffix(".json").read_text())["results"]
     best = {}

@@ -9,8 +9,9 @@ does not describe (1-d, 3-d, transposed, dilated, non-square), which the general
 their implicit GEMMs. On a CPU other than the measured host it stops unless
 given --other-host; then the predictors are calibrated to this CPU first (prenet.host_calibration, about a
 minute, once per machine) unless --uncalibrated; or with --bundle, by predictors fitted on this CPU's own layer
-data (data/cpu_amd_epyc for this project's AMD EPYC, data/README.md). The epoch is shorter than the protocol's default
-(256 samples instead of 1024) so that the whole report measures in minutes; the protocol is otherwise followed.
+data (data/cpu_amd_epyc for this project's AMD EPYC, data/README.md), with PRENET_HOST_CATALOG naming its host and
+PRENET_HOST_COSTS its host costs. The epoch is shorter than the protocol's default (256 samples instead of 1024) so
+that the whole report measures in minutes; the protocol is otherwise followed.
 """
 import argparse
 import os
@@ -140,8 +141,9 @@ def main(argv=None):
         host = fitted[0]
     other_host = unmeasured_host_warning(host)
     if other_host and (args.bundle or not args.other_host):
-        parser.exit(2, f"validate_cpu: {other_host}; predicted and measured times would be of different CPUs "
-                       "(pass --other-host to compare them anyway)\n")
+        parser.exit(2, f"validate_cpu: {other_host}; predicted and measured times would be of different CPUs " +
+                    ("(the bundle's host is not this machine's CPU)\n" if args.bundle else
+                     "(pass --other-host to compare them anyway)\n"))
     torch.manual_seed(0)
     rows, errors = [], []
     started = time.monotonic()
@@ -174,15 +176,17 @@ def main(argv=None):
                    [f"**Not the measured host**: the CPU predictors {calibration.describe()} "
                     f"(`prenet calibrate`, {calibration.path}).", ""] if calibration else [])
     p90 = percentile_90(errors)
+    variables = "".join(f"{name}={os.environ[name]} " for name in ("PRENET_HOST_CATALOG", "PRENET_HOST_COSTS")
+                        if args.bundle and name in os.environ)
     text = "\n".join([
         f"# {title}", "",
-        f"`.venv/bin/python bench/validate_cpu.py --dataset-size {args.dataset_size}{command_tail}` "
+        f"`{variables}.venv/bin/python bench/validate_cpu.py --dataset-size {args.dataset_size}{command_tail}` "
         f"({time.strftime('%Y-%m-%d')}, {time.monotonic() - started:.0f} s; one thread; SGD with momentum; fp32). "
         "Measured: `prenet.measure` "
         "(protocol, epochs of the given size" + (f"; {host_memory.KEPT}" if args.keep_memory else
                                                  "; the C library's default allocator") + "); predicted: " +
         (f"`prenet.predict(gpu=\"{host}\", bundle=...)` with CPU predictors fitted on this CPU's own layer data "
-         f"({args.bundle}; host costs: {os.environ.get('PRENET_HOST_COSTS', 'packaged')})." if args.bundle else
+         f"({args.bundle}; host costs: {os.environ.get('PRENET_HOST_COSTS', 'the packaged ones')})." if args.bundle else
          "`prenet.predict(gpu=\"cpu\")` with the packaged CPU predictors."), "", *on_this_cpu,
         f"Median error {100 * statistics.median(errors):.1f}%, 90th percentile {100 * p90:.1f}% over {len(errors)} "
         "cases" + (" (targets: 10% and 20%)." if args.set == "models" else "."), "",

@@ -70,10 +70,15 @@ def allocator():
     return KEPT if _kept else DEFAULT
 
 
+def costly_pages(first_touch_us):
+    """Whether faulting in a fresh page at `first_touch_us` (None: unknown) is worth telling a user about."""
+    return first_touch_us is not None and first_touch_us >= COSTLY_PAGE_US
+
+
 def costly_pages_note(first_touch_us):
     """What a CPU estimate should add where faulting in a fresh page costs `first_touch_us` (None: unknown): "" for a
     cheap one, else how that shows in measurements and how to avoid it."""
-    if first_touch_us is None or first_touch_us < COSTLY_PAGE_US:
+    if not costly_pages(first_touch_us):
         return ""
     return (f"; faulting in a fresh page costs {first_touch_us:.1f} us here (bare metal: about 0.1-0.3 us), so a "
             "step whose tensors land on fresh pages measures slower than predicted unless freed memory is kept "

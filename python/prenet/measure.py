@@ -153,7 +153,7 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
         finally:
             bar.close()
     median = statistics.median(times)
-    if env.get("allocator") == host_memory.DEFAULT and host_memory.costly_pages_note(env["first_touch_us_per_page"]):
+    if env.get("allocator") == host_memory.DEFAULT and host_memory.costly_pages(env["first_touch_us_per_page"]):
         warnings.warn(f"faulting in a fresh page costs {env['first_touch_us_per_page']:.1f} us on this machine (bare "
                       "metal: about 0.1-0.3 us), and with the C library's default allocator a step's tensors land on "
                       "fresh pages: this measurement includes those faults, which prenet.predict does not model; "

@@ -14,6 +14,7 @@ Run:  .venv/bin/python bench/cpu_clean_set.py [--kinds add relu ...] [--out benc
 configurations in data/cpu_amd_epyc.
 """
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -76,14 +77,21 @@ def fitted_scores(folder, hosts, kinds):
     return {key: (record["family"], record["test"]) for key, record in best.items()}
 
 
+@functools.lru_cache(maxsize=None)
+def successful_rows(path):
+    """A harness file's successful rows, read once (every kind of a set is looked up among them)."""
+    rows = pd.read_csv(path, low_memory=False)
+    return rows[rows["status"] == "ok"]
+
+
 def harness_rows(folder, kind):
     """A kind's successful rows of a set, by sample, with the activation kinds' `op` column as their kind."""
     for path in sorted(Path(folder).glob("*.csv")):
-        rows = pd.read_csv(path, low_memory=False)
-        rows = rows[rows["status"] == "ok"]
-        if path.stem == kind:  # a linear layer with a fused activation is two kinds to the predictors (load_cpu)
-            return rows[rows["activation"] == "none"].set_index("sample") if kind == "linear" else rows.set_index(
-                "sample")
+        rows = successful_rows(path)
+        if path.stem == kind:
+            if kind == "linear":  # a linear layer with a fused activation is two kinds to the predictors (load_cpu)
+                rows = rows[rows["activation"] == "none"]
+            return rows.set_index("sample")
         if "op" in rows and (rows["op"] == kind).any():
             return rows[rows["op"] == kind].set_index("sample")
     return None

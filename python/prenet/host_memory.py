@@ -6,7 +6,10 @@ in on first touch. On bare metal that costs about 0.1-0.3 us a page; in a virtua
 memory it costs far more (11.5 us a page on this project's machine on 2026-11-26: `bench/cpu_page_faults.py`),
 and a convolutional network's CPU step then takes twice as long as its kernels. The GPU has no such cost: PyTorch's
 CUDA caching allocator keeps freed blocks. `keep_freed_memory` makes glibc do the same for the rest of the
-process: blocks of up to 1 GiB from the heap, whose top is never trimmed.
+process: blocks of up to 1 GiB from the heap, whose top is never trimmed. Not always: a tensor's aligned block
+(posix_memalign) can leave a hole one alignment too small for the next request of its size, so the heap grows onto
+fresh pages; the layer harness keeps its tensors' blocks itself for that (cpp/harness/block_cache.hpp), while the
+CPU validation's models fault no page per step with this setting (2026-11-26, counted with getrusage).
 """
 import ctypes
 import mmap

@@ -111,6 +111,28 @@ def test_crashes_and_hangs_are_recorded_and_the_run_goes_on(tmp_path, monkeypatc
     assert (rows.drop(index=[2, 4])["status"] == "ok").all()
 
 
+def test_chosen_samples_are_timed_again_and_the_rest_kept(tmp_path, monkeypatch, run_prenet):
+    """collect(again=...) drops the rows of those samples and times them anew; the other rows stay byte for byte."""
+    use_stub_harness(tmp_path, monkeypatch, crash=3)  # sample 3 fails the first time
+    out = tmp_path / "add.csv"
+    assert collect("add", 8, out, progress=False) == 8
+    before = out.read_bytes().splitlines(keepends=True)
+    use_stub_harness(tmp_path, monkeypatch)
+    assert collect("add", 8, out, progress=False, again=[(2, 4), (7, 7)]) == 4
+    after = out.read_bytes().splitlines(keepends=True)
+    kept = [line for line in before[1:] if int(line.split(b",")[0]) in (0, 1, 5, 6)]
+    assert after[:5] == before[:1] + kept  # header and untouched rows, in their order
+    rows = pd.read_csv(out)
+    assert sorted(rows["sample"]) == list(range(8)) and (rows["status"] == "ok").all()
+    assert list(rows["sample"][4:]) == [2, 3, 4, 7]
+    with pytest.raises(ValueError, match="a range within 0-7"):
+        collect("add", 8, out, progress=False, again=[(6, 9)])
+    result = run_prenet("collect", "--kind", "all", "--samples", "8", "--out", str(tmp_path), "--again", "2-4")
+    assert result.returncode != 0 and "--again names samples of one kind's file" in result.stderr
+    result = run_prenet("collect", "--kind", "add", "--samples", "8", "--out", str(out), "--again", "two")
+    assert result.returncode != 0 and "'two' is not a range of sample indices" in result.stderr
+
+
 def test_killed_collection_resumes_without_loss_or_duplicates(tmp_path):
     out = tmp_path / "softmax.csv"
     command = [sys.executable, "-m", "prenet", "collect", "--kind", "softmax", "--samples", "40", "--threads", "1",

@@ -22,6 +22,16 @@ def _shape(text):
     return shape
 
 
+def _sample_range(text):
+    """FIRST-LAST (or one index) -> (first, last)."""
+    first, _, last = text.partition("-")
+    try:
+        first, last = int(first), int(last or first)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a range of sample indices such as 200-399") from None
+    return first, last
+
+
 def _features(args):
     from .model_features import model_features
     from .models import build_model
@@ -213,9 +223,13 @@ def _collect(args):
 
     options = dict(device=args.device, seed=args.seed, threads=args.threads, timeout=args.timeout,
                    max_minutes=args.max_minutes, progress=not args.no_progress)
+    if args.kind == "all" and args.again:
+        raise SystemExit("prenet collect: --again names samples of one kind's file; give --kind KIND")
     if args.kind == "all":
         written = collect_all(list(SAMPLERS), args.samples, args.out, **options)
         print(json.dumps(written))
+    elif args.again:
+        written = collect(args.kind, args.samples, args.out, again=args.again, **options)
     else:
         written = collect(args.kind, args.samples, args.out, **options)
         print(f"{written} configurations of {args.kind} written to {args.out}")
@@ -268,6 +282,8 @@ def parser():
     c.add_argument("--threads", type=int, help="intra-op threads (default: all cores)")
     c.add_argument("--timeout", type=float, default=300.0, help="seconds before a configuration counts as hung")
     c.add_argument("--max-minutes", type=float, help="stop cleanly after this long (resume later)")
+    c.add_argument("--again", nargs="+", type=_sample_range, metavar="FIRST-LAST",
+                   help="drop these samples' rows from the file and time them again (one kind)")
     c.add_argument("--no-progress", action="store_true")
     c.set_defaults(run=_collect)
     e = sub.add_parser("predict", help="predicted training time of a model: per step and per epoch")

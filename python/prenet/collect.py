@@ -127,13 +127,31 @@ def _completed_samples(path):
     return {int(row["sample"]) for row in rows}
 
 
+def _drop_samples(path, dropped):
+    """Rewrites `path` without the rows of the sample indices `dropped` (the rest byte for byte, in order), through
+    a temporary file renamed over it."""
+    if not path.exists():
+        return
+    lines = path.read_bytes().splitlines(keepends=True)  # bytes: the csv module's line ends kept as written
+    kept = lines[:1] + [line for line in lines[1:] if int(line.split(b",", 1)[0]) not in dropped]
+    partial = path.with_name(path.name + ".partial")
+    partial.write_bytes(b"".join(kept))
+    partial.replace(path)
+
+
 def collect(kind, samples, out, device="cpu", seed=0, threads=None, timeout=300.0, max_minutes=None,
-            progress=True, harness_args=()):
-    """Times configurations 0..samples-1 of `kind` into the CSV file `out`; returns rows written this run."""
+            progress=True, harness_args=(), again=()):
+    """Times configurations 0..samples-1 of `kind` into the CSV file `out`; returns rows written this run.
+    `again`: (first, last) ranges of sample indices whose rows are dropped from `out` and timed again (as when
+    the machine was found to have changed speed while they were collected)."""
     if kind not in SAMPLERS:
         raise ValueError(f"unknown harness kind '{kind}'; known: {', '.join(SAMPLERS)}")
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
+    for first, last in again:
+        if not 0 <= first <= last < samples:
+            raise ValueError(f"cannot time samples {first}-{last} again: a range within 0-{samples - 1}, first "
+                             "<= last, is needed")
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     lock = open(out.with_name(out.name + ".lock"), "w")
@@ -143,6 +161,9 @@ def collect(kind, samples, out, device="cpu", seed=0, threads=None, timeout=300.
         raise CollectionBusy(f"another collection is writing {out}") from None
     try:
         done = _completed_samples(out)
+        if again:
+            _drop_samples(out, {i for first, last in again for i in range(first, last + 1)} & done)
+            done = _completed_samples(out)
         pending = [i for i in range(samples) if i not in done]
         if not pending:
             return 0

@@ -12,6 +12,7 @@ changes only when all are done.
 """
 import argparse
 import json
+import os
 import shutil
 import sys
 import time
@@ -141,8 +142,10 @@ def fit_kinds(data, kinds, modes, families, sets, ablation_modes, mlp_epochs=300
     # Each worker reads its kind's rows from a file: a task of a few hundred bytes, where the rows themselves
     # (hundreds of KB) would wait in the pipe to the workers, and should a worker die there, Python 3.11's pool
     # deadlocks writing them instead of reporting the death (a fit hung so, a worker having crashed).
+    threads = max(1, (os.cpu_count() or 1) // jobs)  # the cores shared among the workers
     with tempfile.TemporaryDirectory(prefix="prenet-fit-") as folder, \
-            ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                                initializer=training.set_tree_threads, initargs=(threads,)) as pool:
         futures = []
         for kind, frame, *rest in arguments:
             rows = Path(folder) / f"{kind}.pkl"

@@ -5,6 +5,7 @@ Model inputs are built by the native core (`_core.model_inputs`), the very code 
 training and inference cannot disagree on a feature.
 """
 import json
+import os
 import time
 from pathlib import Path
 
@@ -21,6 +22,14 @@ PAPER_HARDWARE = ["gpu_memory_bandwidth_gbs", "gpu_boost_clock_mhz", "gpu_cuda_c
 FAMILIES = ("linear", "random_forest", "gradient_boosting", "xgboost", "mlp")
 # The families that grow xgboost forests (written, and read natively, as one).
 TREE_FAMILIES = ("random_forest", "gradient_boosting", "xgboost")
+# Threads a tree model fits with (xgboost's n_jobs): every core, unless prenet.fit's worker processes share them
+# (set_tree_threads); two workers of two threads each on two cores spent a third of the time switching threads.
+_TREE_THREADS = os.cpu_count() or 1
+
+
+def set_tree_threads(threads):
+    global _TREE_THREADS
+    _TREE_THREADS = max(1, int(threads))
 
 
 def _kind_spec(kind):
@@ -248,8 +257,8 @@ class KernelChoiceModel:
                              "); choosing a kernel needs two or more")
         # 100 rounds of depth 6: on held-out linear layers as accurate as 300 of depth 8 (82% on ours), a fifth of
         # the file; with the tile features 86%, against 87% for depth 8 (ad hoc)
-        self.classifier = xgboost.XGBClassifier(n_estimators=100, max_depth=6, learning_rate=0.3, n_jobs=2,
-                                                tree_method="hist", random_state=self.seed)
+        self.classifier = xgboost.XGBClassifier(n_estimators=100, max_depth=6, learning_rate=0.3,
+                                                n_jobs=_TREE_THREADS, tree_method="hist", random_state=self.seed)
         self.classifier.fit(x, codes)
         self.regressor.fit(self.with_kernel(x), y)
         return self
@@ -281,13 +290,14 @@ def make_model(family, mlp_epochs=300, seed=0, trees=None):
         return MlpRegressor(epochs=mlp_epochs, seed=seed)
     if family == "random_forest":
         return xgboost.XGBRFRegressor(n_estimators=trees or 100, max_depth=12, subsample=0.8, colsample_bynode=0.8,
-                                      random_state=seed, n_jobs=2, tree_method="hist")
+                                      random_state=seed, n_jobs=_TREE_THREADS, tree_method="hist")
     if family == "gradient_boosting":  # scikit-learn's GradientBoostingRegressor defaults
         return xgboost.XGBRegressor(n_estimators=trees or 100, max_depth=3, learning_rate=0.1, random_state=seed,
-                                    n_jobs=2, tree_method="hist")
+                                    n_jobs=_TREE_THREADS, tree_method="hist")
     if family == "xgboost":
         return xgboost.XGBRegressor(n_estimators=trees or 600, max_depth=8, learning_rate=0.05, subsample=0.8,
-                                    colsample_bytree=0.8, random_state=seed, n_jobs=2, tree_method="hist")
+                                    colsample_bytree=0.8, random_state=seed, n_jobs=_TREE_THREADS,
+                                    tree_method="hist")
     raise ValueError(f"unknown model family '{family}'; known: {', '.join(FAMILIES)}")
 
 

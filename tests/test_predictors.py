@@ -1,5 +1,7 @@
 """Training of per-kind predictors and their native evaluation: the native path must agree with Python."""
 import json
+import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -454,6 +456,58 @@ def test_a_fit_whose_worker_dies_stops_with_an_error_keeping_the_finished_kinds(
     fit.main(args)  # goes on, whichever kinds the first run finished
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert sorted(e["kind"] for e in manifest["predictors"]) == ["add", "relu"]
+
+
+def _children(pid):
+    """Process ids whose parent is `pid` (from /proc)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            children.append(int(stat.parent.name))
+    return children
+
+
+def _cpu_seconds(pid):
+    """User and system CPU seconds process `pid` has used (0 once it is gone)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+BUSY_CPU_S = 8.0  # a worker's CPU seconds by which it is past its imports (about 2 s) and fitting
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_a_fit_killed_outright_takes_its_workers_with_it(tmp_path):
+    import signal
+    import subprocess
+    import time
+
+    command = [sys.executable, "-m", "prenet.fit", "--data", "neusight", "--kinds", "relu", "add", "--families",
+               "xgboost", "--sets", "ours", "--trees", "5000", "--jobs", "2", "--out", str(tmp_path / "bundle"),
+               "--results", str(tmp_path / "tables.md")]
+    fit = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline, workers = time.monotonic() + 180, []
+    while time.monotonic() < deadline and (len(workers) < 2 or min(map(_cpu_seconds, workers)) < BUSY_CPU_S):
+        time.sleep(0.5)  # until both workers (beside multiprocessing's tracker) are well into their kinds' fits
+        workers = [pid for pid in _children(fit.pid) if "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()]
+    assert len(workers) == 2 and min(map(_cpu_seconds, workers)) >= BUSY_CPU_S, "the fit's workers never got busy"
+    fit.send_signal(signal.SIGKILL)
+    fit.wait()
+    deadline = time.monotonic() + 10  # each kind's fit of 5,000 trees takes minutes more
+    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in workers):
+        time.sleep(0.2)
+    alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()
+             and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, "workers went on fitting after the fit's process was killed"
 
 
 def test_an_interrupted_fit_resumes_with_the_kinds_it_had_not_finished(tmp_path, monkeypatch):

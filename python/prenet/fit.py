@@ -125,6 +125,20 @@ def fit_one_kind(kind, frame, modes, families, sets, ablation_modes, mlp_epochs=
     return fitted
 
 
+def _start_worker(threads):
+    """A worker process's setup: its share of the cores for tree fits, and its end with the fit's process. On
+    Linux the kernel signals it when that process ends (PR_SET_PDEATHSIG), so a fit killed outright does not leave
+    workers fitting on; without it, they finished their kinds for minutes after a kill."""
+    training.set_tree_threads(threads)
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG (linux/prctl.h)
+        if os.getppid() == 1:  # the fit's process ended before the request was made
+            os._exit(1)
+
+
 def fit_kinds(data, kinds, modes, families, sets, ablation_modes, mlp_epochs=300, trees=None, max_rows=0, jobs=1):
     """Yields (kind, [(kind, mode, results, chosen)] for every mode with data) as each kind finishes, in the order
     of `kinds`; `jobs` worker processes fit kinds side by side."""
@@ -145,7 +159,7 @@ def fit_kinds(data, kinds, modes, families, sets, ablation_modes, mlp_epochs=300
     threads = max(1, (os.cpu_count() or 1) // jobs)  # the cores shared among the workers
     with tempfile.TemporaryDirectory(prefix="prenet-fit-") as folder, \
             ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                initializer=training.set_tree_threads, initargs=(threads,)) as pool:
+                                initializer=_start_worker, initargs=(threads,)) as pool:
         futures = []
         for kind, frame, *rest in arguments:
             rows = Path(folder) / f"{kind}.pkl"

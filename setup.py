@@ -12,7 +12,7 @@ from setuptools.command.build_py import build_py
 ROOT = Path(__file__).resolve().parent
 # Data shipped inside the package (prenet/data/...), taken from the repository's data/ folder: the catalog and
 # the predictor bundles.
-PACKAGE_DATA = ["gpus.csv", "gpu_prices.csv", "hosts.csv", "host_costs.json", "gpu_launch_gaps.json", "predictors"]
+PACKAGE_DATA = ["gpus.csv", "gpu_prices.csv", "hosts.csv", "host_costs.json", "gpu_host_costs.json", "gpu_launch_gaps.json", "predictors"]
 
 
 class CMakeExtension(Extension):
@@ -50,7 +50,8 @@ class BuildPyWithData(build_py):
     def run(self):
         super().run()
         target = Path(self.build_lib) / "prenet" / "data"
-        target.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(target, ignore_errors=True)  # a build folder kept from an earlier build holds stale files
+        target.mkdir(parents=True)
         for name in PACKAGE_DATA:
             source = ROOT / "data" / name
             if source.is_dir():

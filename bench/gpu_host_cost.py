@@ -1,7 +1,7 @@
 """What the host of a GPU machine spends per operation, with kernels too small to matter: on the CPU
 (prenet.host_cost's measurement: dispatch per operator, module call, autograd node, optimizer tensor) and on
 the GPU (the same loops on one-element CUDA tensors, no synchronisation inside a loop: the host's issue rate
-when it, not the device, is the bottleneck). Compare with what prenet assumes for a GPU host (data/host_costs.json
+when it, not the device, is the bottleneck). Compare with what prenet assumes for a GPU host (data/gpu_host_costs.json
 for dispatch, data/gpu_launch_gaps.json for issuing a kernel).
 
 Run on a GPU machine:  python bench/gpu_host_cost.py --out FILE.json

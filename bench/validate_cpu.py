@@ -1,17 +1,18 @@
 """Validation on this machine's CPU: prenet.predict(gpu="cpu") against prenet.measure(device="cpu") for small
 and medium models at several batch sizes, one thread (as the CPU layer data was measured).
 
-Run:  .venv/bin/python bench/validate_cpu.py [--dataset-size 256] [--other-host [--uncalibrated] | --bundle FOLDER]
+Run:  .venv/bin/python bench/validate_cpu.py [--dataset-size 1024] [--other-host [--uncalibrated] | --bundle FOLDER]
           [--out FILE] [--set models | convolutions] [--keep-memory]
 Writes bench/results/validate_cpu.md (the convolutions set: validate_cpu_convolutions.md) and prints the table.
 The models set is the issue's list; the convolutions set has two-layer stacks of the convolutions the conv2d kind
 does not describe (1-d, 3-d, transposed, dilated, non-square), which the general convolution kind times as
 their implicit GEMMs. On a CPU other than the measured host it stops unless
 given --other-host; then the predictors are calibrated to this CPU first (prenet.host_calibration, about a
-minute, once per machine) unless --uncalibrated; or with --bundle, by predictors fitted on this CPU's own layer
-data (data/cpu_amd_epyc for this project's AMD EPYC, data/README.md), with PRENET_HOST_CATALOG naming its host and
-PRENET_HOST_COSTS its host costs. The epoch is shorter than the protocol's default (256 samples instead of 1024) so
-that the whole report measures in minutes; the protocol is otherwise followed.
+minute, once per machine) unless --uncalibrated; or with --bundle, by the predictors of FOLDER, fitted on this
+CPU's own layer data (`PRENET_CPU_DATA=... prenet.fit --data cpu`, data/README.md), with PRENET_HOST_CATALOG naming
+its host and PRENET_HOST_COSTS its host costs. Epochs of the protocol's 1024 samples by default (a few minutes;
+with 256, as the reports before 2026-11-26 used, the MLP's epoch at batch 256 was one step of 8-12 ms, measured as
+noisily as that).
 """
 import argparse
 import os
@@ -115,7 +116,7 @@ def percentile_90(errors):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset-size", type=int, default=256)
+    parser.add_argument("--dataset-size", type=int, default=1024)
     parser.add_argument("--other-host", action="store_true",
                         help="run on a CPU other than the measured host: the predictors calibrated to it "
                              "(prenet calibrate, made first where missing); the report says so")

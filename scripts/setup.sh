@@ -42,7 +42,7 @@ fi
 
 # Reinstall only when what the build reads has changed since the last install.
 stamp=$(cat CMakeLists.txt setup.py pyproject.toml \
-          $(find cpp python data -type f -not -path 'data/cpu/*' -not -name '*.lock' \
+          $(find cpp python data -type f -not -path 'data/cpu*/*' -not -name '*.lock' \
             -not -path '*/__pycache__/*' -not -path '*.egg-info/*' -not -name '*.so' | sort) | sha256sum | cut -d' ' -f1)
 if [ "$(cat .venv/.prenet-installed 2>/dev/null)" != "$stamp" ] || [ ! -x build/cmake/prenet_tests ]; then
   echo "[setup] building and installing prenet (CMake via setuptools)"

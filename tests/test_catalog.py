@@ -65,15 +65,18 @@ def test_corrupt_catalog_file_is_reported(tmp_path, monkeypatch):
 
 
 def test_host_catalog_of_a_second_cpu_set(monkeypatch, tmp_path):
-    """PRENET_HOST_CATALOG points the host catalog at another file, as fitting on data/cpu_amd_epyc needs; the
+    """PRENET_HOST_CATALOG points the host catalog at another file, as fitting on data/cpu_intel_xeon needs; the
     packaged one does not know that host, and a missing file is named with the variable."""
     from prenet import catalog
 
-    with pytest.raises(ValueError, match="unknown GPU 'AMD EPYC'"):
-        catalog.host_catalog().find("AMD EPYC")
-    monkeypatch.setenv("PRENET_HOST_CATALOG", str(ROOT / "data" / "hosts_amd_epyc.csv"))
-    host = catalog.host_catalog().find("AMD EPYC")  # the name the harness records for it
-    assert host["name"] == "AMD EPYC Zen 5 (1 thread)" and host["fp32_tflops"] > 0
+    intel = "Intel(R) Xeon(R) Processor"  # the name the harness recorded for that host
+    assert catalog.host_catalog().find("cpu")["name"] == "AMD EPYC Zen 5 (1 thread)"
+    with pytest.raises(ValueError, match=r"unknown GPU 'Intel\(R\) Xeon\(R\) Processor'"):
+        catalog.host_catalog().find(intel)
+    monkeypatch.setenv("PRENET_HOST_CATALOG", str(ROOT / "data" / "hosts_intel_xeon.csv"))
+    host = catalog.host_catalog().find(intel)
+    assert host["name"] == "Intel Xeon 5th gen (1 thread)" and host["fp32_tflops"] > 0
+    assert catalog.host_catalog().find("cpu")["name"] == host["name"]
     monkeypatch.setenv("PRENET_HOST_CATALOG", str(tmp_path / "missing.csv"))
     with pytest.raises(FileNotFoundError, match="PRENET_HOST_CATALOG"):
         catalog.host_catalog()

@@ -86,7 +86,7 @@ def test_a_calibration_brings_the_machines_own_dispatch_costs(tmp_path, monkeypa
     path = gpu_calibration.calibration_path(T4)
     _write_calibration(path, T4, {"linear": 1.0})
     record = json.loads(path.read_text())
-    costs = {**prenet.host_cost.load(), "op_us": prenet.host_cost.load()["op_us"] + 10.0}
+    costs = {**prenet.host_cost.load(gpu=True), "op_us": prenet.host_cost.load(gpu=True)["op_us"] + 10.0}
     path.write_text(json.dumps({**record, "host_costs": costs}))
     calibrated = prenet.predict(model, **run)
     path.unlink()

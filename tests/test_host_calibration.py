@@ -24,7 +24,8 @@ def test_theil_sen_recovers_a_line_and_ignores_one_outlier():
 
 
 def _record(ratios, host_costs=None):
-    """A finished calibration record whose layers ran `ratios[kind]` times their predicted times."""
+    """A finished calibration record whose layers ran `ratios[kind]` times their predicted times, made with the
+    packaged CPU bundle (its stamp)."""
     layers = []
     for kind, ratio in ratios.items():
         for predicted in (0.01, 0.1, 1.0, 10.0):
@@ -32,7 +33,8 @@ def _record(ratios, host_costs=None):
                            "predicted_forward_ms": predicted, "predicted_train_ms": 3 * predicted, "status": "ok",
                            "error": "", "forward_ms": ratio * predicted, "train_ms": ratio * 3 * predicted})
     return {"format": host_calibration.FORMAT, "version": host_calibration.VERSION, "host_cpu": OTHER_CPU,
-            "layers": layers, "host_costs": host_costs or host_cost.load(), "date": "2026-11-23"}
+            "layers": layers, "host_costs": host_costs or host_cost.load(), "date": "2026-11-23",
+            "bundle": host_calibration.bundle_stamp()}
 
 
 @pytest.fixture

@@ -146,7 +146,7 @@ def test_a_convolutions_backward_issues_its_input_and_weight_gradients_separatel
     conv_gap_ms = 1e-3 * launch_gap.gap_us("Tesla T4", kind="conv2d")
     # dX and dW each pay the convolution's issue gap; the first layer only dW
     extra = second["host_ms"].iloc[0] - first["host_ms"].iloc[0]
-    assert extra == pytest.approx(conv_gap_ms - 1e-3 * host_cost.load()["op_us"], rel=1e-6)
+    assert extra == pytest.approx(conv_gap_ms - 1e-3 * host_cost.load(gpu=True)["op_us"], rel=1e-6)
     forward = ops[(ops["op"] == "convolution.default")]
     assert (forward["host_ms"] > conv_gap_ms).all()
 
@@ -253,7 +253,7 @@ def test_host_costs_measured_on_another_machine_are_used_and_a_bad_file_is_named
         return prenet.predict(model, batch=4, gpu="H100", input_shape=(8,), dataset_size=8).host_ms
 
     packaged = host_ms()
-    slower = {key: value for key, value in host_cost.load().items() if key in host_cost.KEYS}
+    slower = {key: value for key, value in host_cost.load(gpu=True).items() if key in host_cost.KEYS}
     slower = {key: ({k: 3 * v for k, v in value.items()} if isinstance(value, dict) else 3 * value)
               for key, value in slower.items()}
     (tmp_path / "slow.json").write_text(json.dumps({"cpu": slower, "cuda": {}}))
@@ -268,3 +268,19 @@ def test_host_costs_measured_on_another_machine_are_used_and_a_bad_file_is_named
     monkeypatch.setenv("PRENET_HOST_COSTS", str(tmp_path / "broken.json"))
     with pytest.raises(ValueError, match="is not JSON"):
         host_cost.load()
+
+
+def test_gpu_steps_take_the_gpu_hosts_costs_and_cpu_steps_the_measured_hosts(tmp_path, monkeypatch):
+    """Two packaged files: host_costs.json is the measured CPU host's (its steps' dispatch), gpu_host_costs.json
+    what a GPU step's host is given; each prediction reads its own, so slowing one leaves the other's alone."""
+    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))
+    run = dict(batch=4, input_shape=(8,), dataset_size=8)
+    monkeypatch.setattr(host_cost, "cpu_model", lambda: prenet.catalog.host_catalog().rows()[0]["aliases"][-1])
+    assert host_cost.load() != host_cost.load(gpu=True)
+    before = {gpu: prenet.predict(model, gpu=gpu, **run).host_ms for gpu in ("cpu", "H100")}
+    slower = {key: ({k: 3 * v for k, v in value.items()} if isinstance(value, dict) else 3 * value)
+              for key, value in host_cost.load(gpu=True).items() if key in host_cost.KEYS}
+    (tmp_path / "gpu_host_costs.json").write_text(json.dumps(slower))
+    monkeypatch.setattr(host_cost, "PACKAGED_GPU_HOST_COSTS", tmp_path / "gpu_host_costs.json")
+    assert prenet.predict(model, gpu="H100", **run).host_ms > before["H100"]
+    assert prenet.predict(model, gpu="cpu", **run).host_ms == pytest.approx(before["cpu"], rel=1e-12)

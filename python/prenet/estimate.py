@@ -488,7 +488,8 @@ def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision
     on_gpu = catalog is not host_catalog()
     asked = device_catalog(gpu)[1]
     calibrated = isinstance(native, (host_calibration.CalibratedBundle, gpu_calibration.CalibratedGpuBundle))
-    costs = (native.calibration.host_costs if calibrated and native.calibration.host_costs else host_cost.load())
+    costs = (native.calibration.host_costs if calibrated and native.calibration.host_costs
+             else host_cost.load(gpu=on_gpu))
     gaps = launch_gap.load() if on_gpu else None
     # A bundle fitted on latencies holds the gap in every kernel it predicts: taken off; one fitted on device time
     # does not.

@@ -1,8 +1,8 @@
 """The CPU predictors calibrated to this machine, when its CPU is not the host they were measured on.
 
 The CPU predictors learned one host (data/hosts.csv); another CPU can be several times faster or slower, and not by
-one factor: on an AMD EPYC, against what they predict for that Intel Xeon, the smallest linear layers ran 1.5 to 3
-times slower and the largest about twice as fast, large attention layers three times as fast. `calibrate()` times
+one factor: on an AMD EPYC, against what predictors fitted on an Intel Xeon predicted for it, the smallest linear
+layers ran 1.5 to 3 times slower and the largest about twice as fast, large attention layers three times as fast. `calibrate()` times
 reference layers here with the same native harness and settings the CPU set was collected with (`prenet collect`,
 one thread) and records them beside what the predictors say for the measured host; per layer kind, the ratio of the
 two is fitted as a line in log time (Theil-Sen: the median of pairwise slopes), held constant beyond the timed

@@ -4,9 +4,11 @@ kernels themselves cost next to nothing), and what faulting in a fresh page of m
 Issuing a kernel on a GPU costs more than dispatching an operator here: that cost comes from GPU hosts'
 measurements (prenet.launch_gap), not from this machine.
 
-`python -m prenet.host_cost` measures and writes data/host_costs.json (packaged with prenet); prediction reads
-the packaged file, or the file PRENET_HOST_COSTS names: one measured on the machine that will train (run the
-same command there), or bench/gpu_host_cost.py's output, whose "cpu" part it takes.
+`python -m prenet.host_cost` measures and writes data/host_costs.json (packaged with prenet: the costs of the
+host the CPU predictors were measured on). A GPU step's host is costed with data/gpu_host_costs.json instead (the
+same measurement on the Intel Xeon that was the measured host until 2026-11-26; the unseen-GPU validation has
+been judged with it). The file PRENET_HOST_COSTS names replaces both: one measured on the machine that will
+train (run the same command there), or bench/gpu_host_cost.py's output, whose "cpu" part it takes.
 """
 import json
 import os
@@ -17,6 +19,7 @@ from pathlib import Path
 from .host_memory import first_touch_us_per_page
 
 PACKAGED_COSTS = Path(__file__).resolve().parent / "data" / "host_costs.json"
+PACKAGED_GPU_HOST_COSTS = Path(__file__).resolve().parent / "data" / "gpu_host_costs.json"
 
 
 def _per_call_us(step, calls, repeats=15):
@@ -105,10 +108,11 @@ def _measure():
 KEYS = ("op_us", "module_call_us", "autograd_node_us", "optimizer_tensor_us")
 
 
-def load(path=None):
-    """Host costs from `path`, else PRENET_HOST_COSTS, else the packaged file; a bench/gpu_host_cost.py file
-    gives its "cpu" part. A file without the costs' keys raises ValueError naming them."""
-    path = Path(path or os.environ.get("PRENET_HOST_COSTS") or PACKAGED_COSTS)
+def load(path=None, gpu=False):
+    """Host costs from `path`, else PRENET_HOST_COSTS, else the packaged file: the measured CPU host's, or with
+    `gpu` those a GPU step's host is given; a bench/gpu_host_cost.py file gives its "cpu" part. A file without the
+    costs' keys raises ValueError naming them."""
+    path = Path(path or os.environ.get("PRENET_HOST_COSTS") or (PACKAGED_GPU_HOST_COSTS if gpu else PACKAGED_COSTS))
     if not path.is_file():
         raise FileNotFoundError(f"host cost file {path} is missing; measure it with `python -m prenet.host_cost`")
     try:

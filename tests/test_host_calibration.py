@@ -123,6 +123,17 @@ def test_predict_uses_this_cpus_calibration_and_says_so(other_cpu):
     assert calibrated.step_seconds == pytest.approx(0.25 * plain.device_ms * 1e-3, rel=0.05)
 
 
+def test_on_the_measured_host_a_calibration_is_said_to_go_unused(other_cpu, monkeypatch):
+    """`prenet calibrate` on the measured host says that predictions there use its own predictors, not this."""
+    assert host_calibration.measured_host_notice() is None  # another CPU: its calibration is used
+    measured = prenet.catalog.host_catalog().rows()[0]
+    monkeypatch.setattr(host_cost, "cpu_model", lambda: measured["aliases"][-1])
+    notice = host_calibration.measured_host_notice()
+    assert notice.startswith(f"this CPU is the measured host ({measured['name']})") and "no calibration" in notice
+    other_cpu.write_text(json.dumps(_record({"linear": 0.25})))  # ignored there
+    assert predictors.resolve("cpu")[0] is predictors.load_bundle(str(predictors.PACKAGED_HOST_BUNDLE))
+
+
 def test_a_corrupt_or_unfinished_calibration_is_refused_with_the_fix(other_cpu):
     other_cpu.write_text("{not json")
     with pytest.raises(ValueError, match=r"host-some-other-cpu-9000\.json is not a prenet host calibration.*"

@@ -74,6 +74,9 @@ def _calibrate(args):
         path = gpu_calibration.calibrate(args.gpu or None, args.out, progress=not args.no_progress)
         print(f"{gpu_calibration.from_file(path).describe()}: written to {path}")
         return
+    notice = host_calibration.measured_host_notice()
+    if notice:
+        print(f"prenet calibrate: {notice}", file=sys.stderr)
     path = host_calibration.calibrate(args.out, progress=not args.no_progress)
     calibration = host_calibration.load(path)
     print(f"{calibration.describe()}: written to {path}")

@@ -170,6 +170,18 @@ def intensity(kind, config):
     return _intensity(kind, tuple(sorted(config.items())))
 
 
+def measured_host_notice():
+    """None on a CPU other than the measured host; there, a sentence saying that its predictions come from
+    predictors fitted on it and use no calibration (one made anyway shows how far today's speed is from the data's)."""
+    from .catalog import unmeasured_host_warning
+
+    _, _, host = _measured_host()
+    if unmeasured_host_warning(host):
+        return None
+    return (f"this CPU is the measured host ({host}): predictions for 'cpu' come from predictors fitted on its own "
+            "layer data and use no calibration; one made anyway shows how far today's speed is from the data's")
+
+
 def calibrate(path=None, progress=True):
     """Times the reference layers on this machine (resuming a calibration left unfinished) with the native
     harness, measures the host costs (prenet.host_cost), and writes the calibration; returns its path."""

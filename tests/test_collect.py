@@ -127,6 +127,10 @@ def test_chosen_samples_are_timed_again_and_the_rest_kept(tmp_path, monkeypatch,
     assert list(rows["sample"][4:]) == [2, 3, 4, 7]
     with pytest.raises(ValueError, match="a range within 0-7"):
         collect("add", 8, out, progress=False, again=[(6, 9)])
+    result = run_prenet("collect", "--kind", "add", "--samples", "8", "--out", str(out), "--again", "5",
+                        "--no-progress")
+    assert result.returncode == 0 and "1 configurations of add written" in result.stdout
+    assert sorted(pd.read_csv(out)["sample"]) == list(range(8))
     result = run_prenet("collect", "--kind", "all", "--samples", "8", "--out", str(tmp_path), "--again", "2-4")
     assert result.returncode != 0 and "--again names samples of one kind's file" in result.stderr
     result = run_prenet("collect", "--kind", "add", "--samples", "8", "--out", str(out), "--again", "two")

@@ -231,10 +231,8 @@ def _collect(args):
     if args.kind == "all":
         written = collect_all(list(SAMPLERS), args.samples, args.out, **options)
         print(json.dumps(written))
-    elif args.again:
-        written = collect(args.kind, args.samples, args.out, again=args.again, **options)
     else:
-        written = collect(args.kind, args.samples, args.out, **options)
+        written = collect(args.kind, args.samples, args.out, again=args.again or (), **options)
         print(f"{written} configurations of {args.kind} written to {args.out}")
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from prenet.collect import COLUMNS, ENVIRONMENT_COLUMNS, TIMING_COLUMNS, Harness
+from prenet.collect import COLUMNS, ENVIRONMENT_COLUMNS, Harness, result_row
 from prenet.progress import progress_bar
 from prenet.sampling import sample_config
 from report import write_report
@@ -48,10 +48,8 @@ def retime(folder, kinds, every, out_csv):
             for kind, rows in chosen.items():
                 for sample in rows["sample"]:
                     config = sample_config(kind, int(sample))
-                    result = harness.time(int(sample), kind, config, TIMEOUT_S)
-                    row = {**config, **environment, **{k: v for k, v in result.items() if k in TIMING_COLUMNS},
-                           "sample": int(sample), "kind": kind, "status": result["status"],
-                           "error": result.get("error", ""), "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                    row = result_row(kind, int(sample), config, environment,
+                                     harness.time(int(sample), kind, config, TIMEOUT_S))
                     writer.writerow(row)
                     now.append(row)
                     bar.update(1)

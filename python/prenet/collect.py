@@ -188,10 +188,7 @@ def _run(kind, pending, samples, already, out, device, seed, threads, timeout, m
                 if deadline and time.monotonic() > deadline:
                     break
                 config = sample_config(kind, index, seed=seed, device=device)
-                result = harness.time(index, kind, config, timeout)
-                row = {**config, **environment, **{k: v for k, v in result.items() if k in TIMING_COLUMNS},
-                       "sample": index, "kind": kind, "status": result["status"], "error": result.get("error", ""),
-                       "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                row = result_row(kind, index, config, environment, harness.time(index, kind, config, timeout))
                 f.write(_csv_line(row))
                 f.flush()
                 os.fsync(f.fileno())
@@ -201,6 +198,14 @@ def _run(kind, pending, samples, already, out, device, seed, threads, timeout, m
         bar.close()
         harness.stop()
     return written
+
+
+def result_row(kind, index, config, environment, result):
+    """One CSV row (a dict of COLUMNS) of configuration number `index` of `kind`: its configuration, the harness's
+    `environment` and `result`, and the time it was written."""
+    return {**config, **environment, **{k: v for k, v in result.items() if k in TIMING_COLUMNS}, "sample": index,
+            "kind": kind, "status": result["status"], "error": result.get("error", ""),
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 
 def _csv_line(row):

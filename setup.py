@@ -12,7 +12,8 @@ from setuptools.command.build_py import build_py
 ROOT = Path(__file__).resolve().parent
 # Data shipped inside the package (prenet/data/...), taken from the repository's data/ folder: the catalog and
 # the predictor bundles.
-PACKAGE_DATA = ["gpus.csv", "gpu_prices.csv", "hosts.csv", "host_costs.json", "gpu_host_costs.json", "gpu_launch_gaps.json", "predictors"]
+PACKAGE_DATA = ["gpus.csv", "gpu_prices.csv", "hosts.csv", "host_costs.json", "gpu_host_costs.json",
+                "gpu_launch_gaps.json", "predictors"]
 
 
 class CMakeExtension(Extension):

@@ -244,6 +244,12 @@ def test_the_interval_of_a_host_bound_step_spans_the_hosts_spread():
     assert upper / tiny.epoch_seconds == pytest.approx(high, rel=0.05)
 
 
+def _tripled(costs):
+    """Host costs (their KEYS only) three times as high: per operator, module, node and optimizer tensor."""
+    return {key: ({k: 3 * v for k, v in value.items()} if isinstance(value, dict) else 3 * value)
+            for key, value in costs.items() if key in host_cost.KEYS}
+
+
 def test_host_costs_measured_on_another_machine_are_used_and_a_bad_file_is_named(tmp_path, monkeypatch):
     """PRENET_HOST_COSTS: the host costs of the machine that will train (host_cost's file, or the "cpu" part of
     bench/gpu_host_cost.py's); a file without them is refused, naming what it needs."""
@@ -253,9 +259,7 @@ def test_host_costs_measured_on_another_machine_are_used_and_a_bad_file_is_named
         return prenet.predict(model, batch=4, gpu="H100", input_shape=(8,), dataset_size=8).host_ms
 
     packaged = host_ms()
-    slower = {key: value for key, value in host_cost.load(gpu=True).items() if key in host_cost.KEYS}
-    slower = {key: ({k: 3 * v for k, v in value.items()} if isinstance(value, dict) else 3 * value)
-              for key, value in slower.items()}
+    slower = _tripled(host_cost.load(gpu=True))
     (tmp_path / "slow.json").write_text(json.dumps({"cpu": slower, "cuda": {}}))
     monkeypatch.setenv("PRENET_HOST_COSTS", str(tmp_path / "slow.json"))
     assert host_cost.load()["autograd_node_us"] == slower["autograd_node_us"]
@@ -278,8 +282,7 @@ def test_gpu_steps_take_the_gpu_hosts_costs_and_cpu_steps_the_measured_hosts(tmp
     monkeypatch.setattr(host_cost, "cpu_model", lambda: prenet.catalog.host_catalog().rows()[0]["aliases"][-1])
     assert host_cost.load() != host_cost.load(gpu=True)
     before = {gpu: prenet.predict(model, gpu=gpu, **run).host_ms for gpu in ("cpu", "H100")}
-    slower = {key: ({k: 3 * v for k, v in value.items()} if isinstance(value, dict) else 3 * value)
-              for key, value in host_cost.load(gpu=True).items() if key in host_cost.KEYS}
+    slower = _tripled(host_cost.load(gpu=True))
     (tmp_path / "gpu_host_costs.json").write_text(json.dumps(slower))
     monkeypatch.setattr(host_cost, "PACKAGED_GPU_HOST_COSTS", tmp_path / "gpu_host_costs.json")
     assert prenet.predict(model, gpu="H100", **run).host_ms > before["H100"]

@@ -458,26 +458,28 @@ def test_a_fit_whose_worker_dies_stops_with_an_error_keeping_the_finished_kinds(
     assert sorted(e["kind"] for e in manifest["predictors"]) == ["add", "relu"]
 
 
+def _proc_stat(pid):
+    """The fields of /proc/<pid>/stat after the command name (state, parent, ...; proc(5)), or None once it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
 def _children(pid):
-    """Process ids whose parent is `pid` (from /proc)."""
+    """Process ids whose parent is `pid`."""
     children = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            children.append(int(stat.parent.name))
+    for path in Path("/proc").glob("[0-9]*"):
+        fields = _proc_stat(path.name)
+        if fields and int(fields[1]) == pid:
+            children.append(int(path.name))
     return children
 
 
 def _cpu_seconds(pid):
     """User and system CPU seconds process `pid` has used (0 once it is gone)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    fields = _proc_stat(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") if fields else 0.0
 
 
 BUSY_CPU_S = 8.0  # a worker's CPU seconds by which it is past its imports (about 2 s) and fitting
@@ -501,10 +503,9 @@ def test_a_fit_killed_outright_takes_its_workers_with_it(tmp_path):
     fit.send_signal(signal.SIGKILL)
     fit.wait()
     deadline = time.monotonic() + 10  # each kind's fit of 5,000 trees takes minutes more
-    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in workers):
+    while time.monotonic() < deadline and any(_proc_stat(pid) for pid in workers):
         time.sleep(0.2)
-    alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()
-             and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+    alive = [pid for pid in workers if (_proc_stat(pid) or ["Z"])[0] != "Z"]  # a zombie has ended
     for pid in alive:
         os.kill(pid, signal.SIGKILL)
     assert not alive, "workers went on fitting after the fit's process was killed"

@@ -2,18 +2,19 @@
 
 The CPU predictors learned one host (data/hosts.csv); another CPU can be several times faster or slower, and not by
 one factor: on an AMD EPYC, against what predictors fitted on an Intel Xeon predicted for it, the smallest linear
-layers ran 1.5 to 3 times slower and the largest about twice as fast, large attention layers three times as fast. `calibrate()` times
-reference layers here with the same native harness and settings the CPU set was collected with (`prenet collect`,
-one thread) and records them beside what the predictors say for the measured host; per layer kind, the ratio of the
-two is fitted as a line in log time (Theil-Sen: the median of pairwise slopes), held constant beyond the timed
-range; kinds never timed take the median ratio of all. The reference layers are drawn by the collection's sampler at
-indices the CPU set never used, `PER_KIND` per kind among `CANDIDATES` predicted at most `MAX_TRAIN_MS`: half spread
-over the predicted time, half over the arithmetic intensity. Spread over time alone, they were mostly thin products:
-the large dense ones a model runs (a Transformer's 1,024 x 128 x 512) ran 4 to 8 times faster here than predicted,
-the reference layers at most 3 times, and the Transformer was over-predicted by 65%. With both spreads,
-leave-one-out over the reference layers (the ratio of each predicted from the others of its kind; each selection on
-its own layers) has median error 16%, 90th percentile 65% in the forward pass, against 21% and 72% before; a second
-input to the fitted ratio (the intensity, by ridge regression) did no better and is not used.
+layers ran 1.5 to 3 times slower and the largest about twice as fast, large attention layers three times as fast.
+`calibrate()` times reference layers here with the same native harness and settings the CPU set was collected with
+(`prenet collect`, one thread) and records them beside what the predictors say for the measured host; per layer
+kind, the ratio of the two is fitted as a line in log time (Theil-Sen: the median of pairwise slopes), held constant
+beyond the timed range; kinds never timed take the median ratio of all. The reference layers are drawn by the
+collection's sampler at indices the CPU set never used, `PER_KIND` per kind among `CANDIDATES` predicted at most
+`MAX_TRAIN_MS`: half spread over the predicted time, half over the arithmetic intensity. Spread over time alone,
+they were mostly thin products: the large dense ones a model runs (a Transformer's 1,024 x 128 x 512) ran 4 to 8
+times faster here than predicted, the reference layers at most 3 times, and the Transformer was over-predicted by
+65%. With both spreads, leave-one-out over the reference layers (the ratio of each predicted from the others of its
+kind; each selection on its own layers) has median error 16%, 90th percentile 65% in the forward pass, against 21%
+and 72% before; a second input to the fitted ratio (the intensity, by ridge regression) did no better and is not
+used.
 
 A calibration lives in the user's cache (`PRENET_CACHE`, else `$XDG_CACHE_HOME/prenet`, else `~/.cache/prenet`),
 one file per CPU model; `calibrate()` writes it after every timed layer, so an interrupted run resumes where it

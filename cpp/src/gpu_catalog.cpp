@@ -5,7 +5,6 @@
 #include <charconv>
 #include <numeric>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 
 #include "prenet/csv.hpp"
@@ -66,9 +65,10 @@ private:
 
 std::vector<std::string> split_aliases(const std::string& field) {
     std::vector<std::string> aliases;
-    std::stringstream stream(field);
-    for (std::string alias; std::getline(stream, alias, ';');) {
-        if (!alias.empty()) aliases.push_back(alias);
+    for (std::size_t start = 0; start <= field.size();) {
+        const std::size_t end = std::min(field.find(';', start), field.size());
+        if (end > start) aliases.push_back(field.substr(start, end - start));
+        start = end + 1;
     }
     return aliases;
 }
@@ -146,12 +146,10 @@ GpuCatalog GpuCatalog::load_csv(const std::string& path) {
 const GpuSpec& GpuCatalog::find(std::string_view name) const {
     const auto known = keys_.find(normalise_gpu_name(name));
     if (known != keys_.end()) return gpus_[known->second];
-    std::ostringstream msg;
-    msg << "unknown GPU '" << name << "'; closest known:";
+    std::string msg = "unknown GPU '" + std::string(name) + "'; closest known:";
     const auto nearest = closest(name, 3);
-    for (std::size_t i = 0; i < nearest.size(); ++i) msg << (i ? ", " : " ") << nearest[i];
-    msg << " (prenet.gpus() lists all " << gpus_.size() << ")";
-    throw std::invalid_argument(msg.str());
+    for (std::size_t i = 0; i < nearest.size(); ++i) msg += (i ? ", " : " ") + nearest[i];
+    throw std::invalid_argument(msg + " (prenet.gpus() lists all " + std::to_string(gpus_.size()) + ")");
 }
 
 std::vector<std::string> GpuCatalog::closest(std::string_view name, std::size_t count) const {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <sstream>
 #include <stdexcept>
 
 #include "kinds/kinds.hpp"
@@ -32,10 +31,9 @@ LayerConfig LayerKind::configure(const std::map<std::string, std::int64_t>& give
         bool known = std::any_of(parameters.begin(), parameters.end(),
                                  [&](const ParameterSpec& p) { return p.name == key; });
         if (!known) {
-            std::ostringstream msg;
-            msg << "unknown key '" << key << "' for layer kind '" << name << "'; accepted keys:";
-            for (const auto& p : parameters) msg << ' ' << p.name;
-            throw std::invalid_argument(msg.str());
+            std::string msg = "unknown key '" + key + "' for layer kind '" + name + "'; accepted keys:";
+            for (const auto& p : parameters) msg += " " + p.name;
+            throw std::invalid_argument(msg);
         }
     }
     std::vector<std::int64_t> values;
@@ -51,10 +49,9 @@ LayerConfig LayerKind::configure(const std::map<std::string, std::int64_t>& give
             continue;
         }
         if (it->second < p.min_value || it->second > p.max_value) {
-            std::ostringstream msg;
-            msg << name << ": " << p.name << " = " << it->second << " is out of range; accepted: "
-                << p.min_value << " to " << p.max_value;
-            throw std::invalid_argument(msg.str());
+            throw std::invalid_argument(name + ": " + p.name + " = " + std::to_string(it->second) +
+                                        " is out of range; accepted: " + std::to_string(p.min_value) + " to " +
+                                        std::to_string(p.max_value));
         }
         values.push_back(it->second);
     }
@@ -96,10 +93,9 @@ const LayerKind& find_layer_kind(std::string_view name) {
     for (const auto& kind : layer_kinds()) {
         if (kind.name == lowered) return kind;
     }
-    std::ostringstream msg;
-    msg << "unknown layer kind '" << name << "'; known kinds:";
-    for (const auto& kind : layer_kinds()) msg << ' ' << kind.name;
-    throw std::invalid_argument(msg.str());
+    std::string msg = "unknown layer kind '" + std::string(name) + "'; known kinds:";
+    for (const auto& kind : layer_kinds()) msg += " " + kind.name;
+    throw std::invalid_argument(msg);
 }
 
 }  // namespace prenet

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <sstream>
 #include <stdexcept>
 
 namespace prenet {
@@ -35,10 +34,9 @@ const OptimizerSpec& find_optimizer(std::string_view name) {
     for (const auto& spec : optimizers()) {
         if (spec.name == lowered) return spec;
     }
-    std::ostringstream msg;
-    msg << "unknown optimizer '" << name << "'; known optimizers:";
-    for (const auto& spec : optimizers()) msg << ' ' << spec.name;
-    throw std::invalid_argument(msg.str());
+    std::string msg = "unknown optimizer '" + std::string(name) + "'; known optimizers:";
+    for (const auto& spec : optimizers()) msg += " " + spec.name;
+    throw std::invalid_argument(msg);
 }
 
 }  // namespace prenet

@@ -4,29 +4,20 @@
 #include <atomic>
 #include <cmath>
 #include <exception>
-#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
 
 #include "prenet/features.hpp"
+#include "prenet/file_bytes.hpp"
 
 namespace prenet {
 
 namespace {
 
 constexpr const char* kLogOver = "log_ms_over:";
-
-std::string read_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw std::runtime_error("cannot open '" + path + "'");
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    return buffer.str();
-}
 
 // Model files are read on up to this many threads, one file at a time each: the files are independent, and a
 // bundle of 66 predictors takes most of a second on one core.
@@ -159,7 +150,7 @@ FeatureMatrix model_inputs(const std::vector<InputSource>& sources, const std::v
 PredictorBundle PredictorBundle::load(const std::string& folder, const std::string& cache_folder) {
     const std::string manifest_path = folder + "/manifest.json";
     PredictorBundle bundle;
-    bundle.manifest_text_ = read_file(manifest_path);
+    bundle.manifest_text_ = read_file_bytes(manifest_path);
     nlohmann::json manifest;
     try {
         manifest = nlohmann::json::parse(bundle.manifest_text_);

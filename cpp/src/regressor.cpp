@@ -2,10 +2,9 @@
 
 #include <zlib.h>
 
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
+#include "prenet/file_bytes.hpp"
 #include "regressors/regressors.hpp"
 
 namespace prenet {
@@ -14,13 +13,7 @@ namespace regressors {
 
 std::string read_model_file(const std::string& path) {
     const bool gzipped = path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0;
-    if (!gzipped) {
-        std::ifstream in(path, std::ios::binary);
-        if (!in) throw std::runtime_error("cannot open model file '" + path + "'");
-        std::stringstream buffer;
-        buffer << in.rdbuf();
-        return buffer.str();
-    }
+    if (!gzipped) return read_file_bytes(path, "model file");
     gzFile file = gzopen(path.c_str(), "rb");
     if (file == nullptr) throw std::runtime_error("cannot open model file '" + path + "'");
     std::string text;

@@ -1,16 +1,12 @@
 #include <gtest/gtest.h>
 
-#include <sstream>
 #include <stdexcept>
 
 #include "prenet/csv.hpp"
 
 namespace {
 
-prenet::CsvTable parse(const std::string& text) {
-    std::istringstream in(text);
-    return prenet::CsvTable::parse(in, "test.csv");
-}
+prenet::CsvTable parse(const std::string& text) { return prenet::CsvTable::parse(text, "test.csv"); }
 
 TEST(Csv, QuotedFieldsWithCommasQuotesAndNewlines) {
     const auto t = parse("a,b\r\n\"x, y\",\"say \"\"hi\"\"\"\n\"two\nlines\",2\n\n");

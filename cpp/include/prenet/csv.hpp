@@ -1,9 +1,9 @@
 // A small reader for RFC 4180 CSV files (quoted fields, doubled quotes), keyed by header names.
 #pragma once
 
-#include <istream>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace prenet {
@@ -11,7 +11,7 @@ namespace prenet {
 class CsvTable {
 public:
     // Throws std::runtime_error naming `source` and the line of a ragged row or an unterminated quote.
-    static CsvTable parse(std::istream& in, const std::string& source);
+    static CsvTable parse(std::string_view text, const std::string& source);
     static CsvTable read_file(const std::string& path);
 
     const std::vector<std::string>& header() const { return header_; }

@@ -2,13 +2,13 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <random>
-#include <sstream>
 #include <system_error>
 #include <thread>
 #include <type_traits>
+
+#include "prenet/file_bytes.hpp"
 
 namespace prenet::regressors {
 
@@ -28,17 +28,17 @@ public:
     template <typename T>
     void value(const T& v) {
         static_assert(std::is_trivially_copyable_v<T>);
-        out_.write(reinterpret_cast<const char*>(&v), sizeof v);
+        bytes(&v, sizeof v);
     }
-    void bytes(const void* data, std::size_t size) { out_.write(static_cast<const char*>(data), size); }
+    void bytes(const void* data, std::size_t size) { out_.append(static_cast<const char*>(data), size); }
     void text(const std::string& s) {
         value(static_cast<std::uint32_t>(s.size()));
         bytes(s.data(), s.size());
     }
-    std::string str() const { return out_.str(); }
+    const std::string& str() const { return out_; }
 
 private:
-    std::ostringstream out_;
+    std::string out_;
 };
 
 // Reads from a buffer; every read past its end fails the whole read.
@@ -106,10 +106,9 @@ std::string tree_cache_file(const std::string& cache_folder, const std::string& 
 
 std::optional<XgboostModel> read_tree_cache(const std::string& cache_file, const SourceStamp& stamp,
                                             std::size_t inputs) {
-    std::ifstream in(cache_file, std::ios::binary);
-    if (!in) return std::nullopt;
-    const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    Reader r(data);
+    const auto data = try_read_file_bytes(cache_file);
+    if (!data) return std::nullopt;
+    Reader r(*data);
     char magic[sizeof kMagic] = {};
     std::uint32_t version = 0;
     SourceStamp made_from;
@@ -165,20 +164,14 @@ bool write_tree_cache(const std::string& cache_file, const SourceStamp& stamp, c
     }
     std::error_code error;
     fs::create_directories(fs::path(cache_file).parent_path(), error);
-    std::ostringstream temporary;  // unique to this writer: processes and threads may write the same copy at once
-    temporary << cache_file << ".tmp-" << std::this_thread::get_id() << "-" << std::random_device{}();
-    {
-        std::ofstream out(temporary.str(), std::ios::binary | std::ios::trunc);
-        const std::string data = w.str();
-        if (!out || !out.write(data.data(), static_cast<std::streamsize>(data.size()))) {
-            out.close();
-            fs::remove(temporary.str(), error);
-            return false;
-        }
-    }
-    fs::rename(temporary.str(), cache_file, error);
+    // unique to this writer: processes and threads may write the same copy at once
+    const std::string temporary = cache_file + ".tmp-" +
+                                  std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id())) + "-" +
+                                  std::to_string(std::random_device{}());
+    if (!write_file_bytes(temporary, w.str())) return false;
+    fs::rename(temporary, cache_file, error);
     if (!error) return true;
-    fs::remove(temporary.str(), error);
+    fs::remove(temporary, error);
     return false;
 }
 

@@ -75,6 +75,12 @@ class ResidualStack(nn.Module):
         return self.norm(self.layers(x) * 0.5 + x)
 
 
+def reshape_views_named_alike(ops):
+    """`ops` as a list, with the view a reshape makes named one way: torch 1.13 records it as _reshape_alias,
+    torch 2 as view."""
+    return ["(reshape view)" if op in ("_reshape_alias.default", "view.default") else op for op in ops]
+
+
 @pytest.mark.parametrize("gpu", ["A100", "cpu"])
 def test_each_backward_operator_is_counted_to_the_module_whose_forward_made_it(gpu):
     """Three linear layers of one shape: each has its own gradient products (the first only its weight's, as its
@@ -89,15 +95,14 @@ def test_each_backward_operator_is_counted_to_the_module_whose_forward_made_it(g
     assert "native_layer_norm_backward.default" in set(backward.loc[backward["module"] == "norm", "op"])
     # the loss's own gradient: the protocol's cross-entropy (op_trace.training_loss, which prenet.measure trains
     # with) backward from a gradient of ones
-    assert backward.loc[backward["module"] == "(autograd)", "op"].tolist() == [
+    assert reshape_views_named_alike(backward.loc[backward["module"] == "(autograd)", "op"]) == [
         "ones_like.default", "nll_loss_backward.default", "detach.default", "_log_softmax_backward_data.default",
-        "_reshape_alias.default"]
+        "(reshape view)"]
     # forward: the loss the step takes from the output (a cross-entropy against labels drawn at random) belongs to
     # no module either
     forward = estimate.ops[estimate.ops["phase"] == "forward"]
-    assert set(forward.loc[forward["module"] == "(loss)", "op"]) == {
-        "_reshape_alias.default", "randint.default", "_log_softmax.default", "detach.default",
-        "nll_loss_forward.default"}
+    assert set(reshape_views_named_alike(forward.loc[forward["module"] == "(loss)", "op"])) == {
+        "(reshape view)", "randint.default", "_log_softmax.default", "detach.default", "nll_loss_forward.default"}
     assert "(loss)" in set(estimate.layers["name"]) and "" not in set(estimate.layers["name"])
     layers = estimate.layers.set_index("name")
     assert layers.loc["layers.2", "backward_ms"] == pytest.approx(layers.loc["layers.3", "backward_ms"])
@@ -253,10 +258,11 @@ def test_a_rejected_input_names_the_shapes_the_model_was_given():
 
 
 def test_a_token_model_given_a_shape_is_told_to_give_token_ids():
-    """input_shape makes floating-point inputs; an embedding that rejects them says how to give token ids, and a
-    model that fails elsewhere gets no such advice."""
+    """input_shape makes floating-point inputs; an embedding refuses them (the trace checks: torch 2's meta kernels
+    would take them) and says how to give token ids, and a model that fails elsewhere gets no such advice."""
     tokens = nn.Sequential(nn.Embedding(100, 8), nn.Linear(8, 4))
-    with pytest.raises(ValueError, match=r"failed in module '0'.*'0' is an embedding.*example_input=torch.randint"):
+    with pytest.raises(ValueError, match=r"failed in module '0'.*indices must be integers.*'0' is an embedding.*"
+                                         r"example_input=torch.randint"):
         prenet.predict(tokens, batch=4, gpu="T4", input_shape=(12,))
     predicted = prenet.predict(tokens, batch=4, gpu="T4", example_input=torch.randint(100, (1, 12)))
     assert predicted.step_seconds > 0

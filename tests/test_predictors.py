@@ -406,6 +406,19 @@ def test_packaged_cpu_bundle_predicts_every_part_directly():
         assert 0.3 < train / composed < 3, (kind, train, composed)
 
 
+def test_without_xgboost_the_tree_families_say_what_to_install_and_the_dense_ones_still_fit(monkeypatch):
+    """A machine without xgboost (a GPU image, say) still makes the linear and MLP models; a tree family raises
+    ImportError naming the package, not a bare ModuleNotFoundError from inside the fit."""
+    monkeypatch.setitem(sys.modules, "xgboost", None)  # import xgboost now raises ImportError
+    assert isinstance(training.make_model("linear"), training.LinearModel)
+    assert isinstance(training.make_model("mlp", mlp_epochs=1), training.MlpRegressor)
+    for family in training.TREE_FAMILIES:
+        with pytest.raises(ImportError, match=f"fitting a {family} predictor needs the xgboost package"):
+            training.make_model(family)
+    with pytest.raises(ValueError, match="unknown model family 'forest'"):
+        training.make_model("forest")
+
+
 @pytest.mark.parametrize("family", ["linear", "mlp"])
 def test_dense_models_agree_when_device_figures_are_constant(family, tmp_path):
     """On a one-device set the hardware columns are constant; their std is rounding noise (~1e-16), which once

@@ -273,6 +273,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
     the step starts and ends with no gradients (trace_batches puts the model's own back, prenet.model_state)."""
     import contextlib
 
+    import torch
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
     from .autocast_policy import CudaAutocast
@@ -284,6 +285,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
     owners = _BackwardOwners(recorder)
     named_modules = list(model.named_modules())
     labels = {id(module): name or type(module).__name__ for name, module in named_modules}
+    token_tables = (torch.nn.Embedding, torch.nn.EmbeddingBag)
 
     def enter(module, inputs):
         label = labels.get(id(module))
@@ -291,6 +293,9 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
             tensors = _tensors(inputs)
             owners.mark(tensors, recorder.modules[-1][0] if recorder.modules else "")
             recorder.modules.append((label, tuple(tensors[0].shape) if tensors else None))
+            if isinstance(module, token_tables) and tensors and tensors[0].is_floating_point():
+                # eager PyTorch refuses these indices; torch 2's meta kernels let them through
+                raise TypeError(f"an embedding's indices must be integers (Long or Int), got {tensors[0].dtype}")
 
     def leave(module, inputs, output):
         label = labels.get(id(module))

@@ -246,8 +246,7 @@ class KernelChoiceModel:
         self.regressor, self.seed = regressor, seed
 
     def fit(self, x, y, kernels):
-        import xgboost
-
+        xgboost = _xgboost("a kernel classifier")
         kernels = np.asarray(kernels, dtype=str)
         names, counts = np.unique(kernels, return_counts=True)
         labels = np.where(np.isin(kernels, names[counts >= KERNEL_MIN_ROWS]), kernels, RARE_KERNELS)
@@ -280,25 +279,33 @@ class KernelChoiceModel:
         return self.regressor.predict(self.with_kernel(x))
 
 
+def _xgboost(what):
+    """The xgboost module, which fitting `what` needs; ImportError saying so where it is not installed."""
+    try:
+        import xgboost
+    except ImportError as error:
+        raise ImportError(f"fitting {what} needs the xgboost package (Debian: python3-xgboost; pip: xgboost); the "
+                          "linear and mlp families and every prediction work without it") from error
+    return xgboost
+
+
 def make_model(family, mlp_epochs=300, seed=0, trees=None):
     """A model of `family`; `trees` overrides the tree count of the tree families (for quick fits)."""
-    import xgboost
-
     if family == "linear":
         return LinearModel()
     if family == "mlp":
         return MlpRegressor(epochs=mlp_epochs, seed=seed)
+    if family not in TREE_FAMILIES:
+        raise ValueError(f"unknown model family '{family}'; known: {', '.join(FAMILIES)}")
+    xgboost = _xgboost(f"a {family} predictor")
     if family == "random_forest":
         return xgboost.XGBRFRegressor(n_estimators=trees or 100, max_depth=12, subsample=0.8, colsample_bynode=0.8,
                                       random_state=seed, n_jobs=_TREE_THREADS, tree_method="hist")
     if family == "gradient_boosting":  # scikit-learn's GradientBoostingRegressor defaults
         return xgboost.XGBRegressor(n_estimators=trees or 100, max_depth=3, learning_rate=0.1, random_state=seed,
                                     n_jobs=_TREE_THREADS, tree_method="hist")
-    if family == "xgboost":
-        return xgboost.XGBRegressor(n_estimators=trees or 600, max_depth=8, learning_rate=0.05, subsample=0.8,
-                                    colsample_bytree=0.8, random_state=seed, n_jobs=_TREE_THREADS,
-                                    tree_method="hist")
-    raise ValueError(f"unknown model family '{family}'; known: {', '.join(FAMILIES)}")
+    return xgboost.XGBRegressor(n_estimators=trees or 600, max_depth=8, learning_rate=0.05, subsample=0.8,
+                                colsample_bytree=0.8, random_state=seed, n_jobs=_TREE_THREADS, tree_method="hist")
 
 
 def make_candidate(set_name, family, names, mlp_epochs=300, seed=0, trees=None):

@@ -1,5 +1,5 @@
 """Layer by layer on a GPU no predictor was fitted on: the H100 rows of data/gpu (collected this project's way,
-scripts/collect_gpu.sh, seeds 0 and 1) against prenet's prediction for the H100 from its catalog entry
+scripts/collect_gpu.sh, seeds 0, 1 and 2) against prenet's prediction for the H100 from its catalog entry
 (the packaged unseen-GPU predictors; the H100 rows are never fitted on). Per kind and part of the step:
 the forward pass (the harness's forward alone, no autograd), the backward pass (composed from forward
 predictions of the gradient operators; issue 4's derivation, checked here on a GPU for the first time) and the
@@ -19,7 +19,7 @@ from prenet.predictors import resolve
 from report import write_report
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gpu"
-FOLDERS = [DATA / "NVIDIA_H100_80GB_HBM3", DATA / "NVIDIA_H100_80GB_HBM3_seed1"]
+FOLDERS = sorted(p for p in DATA.glob("NVIDIA_H100_80GB_HBM3*") if p.is_dir())  # one per sampling seed
 PARTS = (("forward", "forward_ms", "forward_ms"), ("backward", "backward_ms", "backward_ms"),
          ("optimizer", "optimizer_ms", "optimizer_ms"))
 # The kinds NeuSight's operator set (the GPU predictors' only data) times forward; the rest are composed

@@ -10,7 +10,8 @@ from prenet import find_gpu
 from prenet.datasets import load_harness_rows
 from prenet.collect import COLUMNS
 
-H100_FOLDERS = [ROOT / "data" / "gpu" / "NVIDIA_H100_80GB_HBM3", ROOT / "data" / "gpu" / "NVIDIA_H100_80GB_HBM3_seed1"]
+# one folder per sampling seed (collect --seed)
+H100_FOLDERS = sorted(p for p in (ROOT / "data" / "gpu").glob("NVIDIA_H100_80GB_HBM3*") if p.is_dir())
 
 
 def test_h100_layer_rows_carry_their_environment_and_load_as_the_cpu_set():

@@ -68,3 +68,18 @@ def test_cli_lists_gpus_and_kinds(run_prenet):
     assert row("NVIDIA H100 80GB HBM3").endswith("unseen, distance 0.69")
     kinds = run_prenet("kinds")
     assert kinds.returncode == 0 and "multihead_attention" in kinds.stdout
+
+
+def test_the_native_core_leaves_the_cpp_locale_alone():
+    """The extension module uses no iostreams (their locale crashed every stream of the module built on the GPU
+    image, whose compiler links libstdc++ into it; prenet/file_bytes.hpp): a stream header in the core's sources
+    brings that back. The harness, a separate program that ran there, may use them."""
+    from conftest import ROOT
+
+    stream_headers = ("<sstream>", "<fstream>", "<iostream>", "<istream>", "<ostream>", "<locale>", "<iomanip>")
+    sources = [p for folder in ("cpp/src", "cpp/include") for p in (ROOT / folder).rglob("*") if p.is_file()]
+    assert len(sources) > 20
+    offending = [f"{path.relative_to(ROOT)}: {line.strip()}" for path in sources
+                 for line in path.read_text().splitlines()
+                 if line.startswith("#include") and any(header in line for header in stream_headers)]
+    assert not offending, offending

@@ -5,8 +5,11 @@ with momentum and the protocol's loss, op_trace.training_loss). Shows which oper
 from. The profiler adds a little to every operator, so small ones read somewhat slow, and it counts time where it
 is spent: a ReLU's in clamp_min, a clone's in copy_, under their own names in the measured column.
 
-Run:  .venv/bin/python bench/cpu_step_by_operator.py [--case transformer] [--batch 64] [--steps 3] [--out FILE]
-(seconds). Cases are bench/validate_cpu.py's. Writes bench/results/cpu_step_by_operator.md.
+Run:  .venv/bin/python bench/cpu_step_by_operator.py [--case transformer] [--batch 64] [--steps 3] [--keep-memory]
+          [--out FILE]
+(seconds). `--keep-memory` keeps freed memory in the process (prenet.host_memory, as prenet.measure(keep_memory=True)
+and the harness run): without it, a step's tensors land on fresh pages and the faults count in the operators that
+first write them. Cases are bench/validate_cpu.py's. Writes bench/results/cpu_step_by_operator.md.
 """
 import argparse
 import collections
@@ -17,6 +20,7 @@ from pathlib import Path
 import torch
 
 import prenet
+from prenet.host_memory import keep_freed_memory
 from prenet.measure import cpu_threads, make_optimizer
 from prenet.model_inputs import call, input_maker
 from prenet.op_trace import training_loss
@@ -53,8 +57,11 @@ def main(argv=None):
     parser.add_argument("--case", default="transformer", choices=[name for name, *_ in CASES])
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--keep-memory", action="store_true", help="keep freed memory (no page faults)")
     parser.add_argument("--out", type=Path, default=RESULTS / "cpu_step_by_operator.md")
     args = parser.parse_args(argv)
+    if args.keep_memory:
+        keep_freed_memory()
     torch.manual_seed(0)
     _, factory, inputs, _ = next(case for case in CASES if case[0] == args.case)
     model = factory().train()
@@ -81,8 +88,9 @@ def main(argv=None):
     text = "\n".join([
         f"# One training step of {args.case} at batch {args.batch} on this CPU, operator by operator", "",
         f"`.venv/bin/python bench/cpu_step_by_operator.py --case {args.case} --batch {args.batch} --steps "
-        f"{args.steps}` ({time.strftime('%Y-%m-%d')}, {time.monotonic() - started:.0f} s; one thread, the BLAS "
-        f"library's included). Predicted: prenet.predict(gpu=\"cpu\") ({calibration}), per operator summed over "
+        f"{args.steps}{' --keep-memory' if args.keep_memory else ''}` ({time.strftime('%Y-%m-%d')}, "
+        f"{time.monotonic() - started:.0f} s; one thread, the BLAS library's included; freed memory "
+        f"{'kept' if args.keep_memory else 'returned, as the C library does by default'}). Predicted: prenet.predict(gpu=\"cpu\") ({calibration}), per operator summed over "
         "the step. Measured: the profiler's self time per step over "
         f"{args.steps} steps. Operators under {100 * SHOWN_SHARE:.0f}% of the step on both sides are summed in the "
         "last row.", "",

@@ -11,7 +11,8 @@ Run:  .venv/bin/python bench/cpu_step_by_operator.py [--case transformer] [--bat
 and the harness run): without it, a step's tensors land on fresh pages and the faults count in the operators that
 first write them. Read the per-operator split with care: on this project's virtual machines the profiler doubles
 a step and its cost lands unevenly (the LSTM model's log-softmax backward read 12.7 ms in a step whose whole loss
-costs 1.6 ms timed without it; README, "Validation so far"). Cases are bench/validate_cpu.py's. Writes bench/results/cpu_step_by_operator.md.
+costs 1.6 ms timed without it; README, "Validation so far"). Cases are bench/validate_cpu.py's. Writes
+bench/results/cpu_step_by_operator.md.
 """
 import argparse
 import collections
@@ -92,10 +93,10 @@ def main(argv=None):
         f"`.venv/bin/python bench/cpu_step_by_operator.py --case {args.case} --batch {args.batch} --steps "
         f"{args.steps}{' --keep-memory' if args.keep_memory else ''}` ({time.strftime('%Y-%m-%d')}, "
         f"{time.monotonic() - started:.0f} s; one thread, the BLAS library's included; freed memory "
-        f"{'kept' if args.keep_memory else 'returned, as the C library does by default'}). Predicted: prenet.predict(gpu=\"cpu\") ({calibration}), per operator summed over "
-        "the step. Measured: the profiler's self time per step over "
-        f"{args.steps} steps. Operators under {100 * SHOWN_SHARE:.0f}% of the step on both sides are summed in the "
-        "last row.", "",
+        f"{'kept' if args.keep_memory else 'returned, as the C library does by default'}). Predicted: "
+        f"prenet.predict(gpu=\"cpu\") ({calibration}), per operator summed over the step. Measured: the "
+        f"profiler's self time per step over {args.steps} steps. Operators under {100 * SHOWN_SHARE:.0f}% of the "
+        "step on both sides are summed in the last row.", "",
         "| operator | predicted ms | measured ms | measured / predicted |", "| --- | --- | --- | --- |", *rows, "",
         f"Step: predicted {1e3 * estimate.step_seconds:.1f} ms (operators {step_predicted:.1f} ms, the rest host "
         f"work: module calls and the optimizer's per-tensor cost); operators measured {step_measured:.1f} ms.", ""])

@@ -40,7 +40,7 @@ if ! build_and_install "$OUT_DIR/build.log"; then
     || { say "that failed too"; tail -20 "$OUT_DIR/build_no_harness.log"; exit 1; }
 fi
 say "does an error of the native core reach Python? (scripts/probe_native_errors.sh)"
-PYTHON="$PYTHON" PRENET_CMAKE_ARGS="$CMAKE_ARGS" bash scripts/probe_native_errors.sh "$OUT_DIR"
+PYTHON="$PYTHON" bash scripts/probe_native_errors.sh "$OUT_DIR"
 say "test suite"
 # SIGINT at the limit, so that pytest still prints what failed so far; -v names each test as it ends
 timeout -s INT -k 20 "$(cap 240)" "$PYTHON" -m pytest -v --tb=short -p no:cacheprovider -n "$(nproc)" -rfE \
@@ -49,19 +49,22 @@ grep -E "passed|failed" "$OUT_DIR/pytest.log" | tail -1
 GPU="$("$PYTHON" -c 'import torch; print(torch.cuda.get_device_name().replace(" ", "_"))')"
 if worth 120; then
   say "cuDNN's heuristic algorithms against benchmarked ones"
-  (cd bench && timeout "$(cap 200)" "$PYTHON" cudnn_choice.py --out "$OUT_DIR/cudnn_choice.jsonl" \
-    --max-minutes "$(( $(cap 200) / 60 - 1 ))" 2>&1 | tail -2)
+  limit="$(cap 200)"
+  (cd bench && timeout "$limit" "$PYTHON" cudnn_choice.py --out "$OUT_DIR/cudnn_choice.jsonl" \
+    --max-minutes "$(( limit / 60 - 1 ))" 2>&1 | tail -2)
 fi
 if worth 120; then
   say "does a convolution slow down as its process runs more shapes, as NeuSight's rows do?"
-  (cd bench && timeout "$(cap 270)" "$PYTHON" conv_order_effect.py --out "$OUT_DIR/conv_order_effect.jsonl" \
-    --shapes 2500 --max-minutes "$(( $(cap 270) / 60 - 1 ))" 2>&1 | tail -6)
+  limit="$(cap 270)"
+  (cd bench && timeout "$limit" "$PYTHON" conv_order_effect.py --out "$OUT_DIR/conv_order_effect.jsonl" \
+    --shapes 2500 --max-minutes "$(( limit / 60 - 1 ))" 2>&1 | tail -6)
 fi
 if worth 90; then
   say "whole-model epochs"
   [ -f "data/epochs/$GPU.jsonl" ] && cp "data/epochs/$GPU.jsonl" "$OUT_DIR/epochs.jsonl"
-  (cd bench && timeout "$(cap 600)" "$PYTHON" measure_gpu.py --out "$OUT_DIR/epochs.jsonl" \
-    --max-minutes "$(( $(cap 600) / 60 - 1 ))" 2>&1 | grep -v Warning)
+  limit="$(cap 600)"
+  (cd bench && timeout "$limit" "$PYTHON" measure_gpu.py --out "$OUT_DIR/epochs.jsonl" \
+    --max-minutes "$(( limit / 60 - 1 ))" 2>&1 | grep -v Warning)
 fi
 if worth 60; then
   say "host cost"

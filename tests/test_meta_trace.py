@@ -373,3 +373,21 @@ def test_detach_operators_are_recorded_in_full_by_their_short_path():
     # autograd hands each parameter its gradient through one (per parameter: weight, bias)
     backward_shapes = sorted(op.inputs[0] for op in detached if op.phase == "backward")
     assert set(tuple(p.shape) for p in model.parameters()) <= set(backward_shapes)
+
+
+@pytest.mark.parametrize("meta", [True, False])
+def test_detach_calls_are_those_the_dispatcher_runs(meta):
+    """Autograd's own copies of tensors (saved for the backward pass, a view's base) reach a dispatch mode as
+    detach calls: only the calls PyTorch's profiler counts in the same step, unrecorded, are kept (one per
+    parameter here, as its gradient is handed over; torch 1.13 shows a mode five per parameter and ReLU)."""
+    model = torchvision.models.resnet18(num_classes=10).train()
+    x = torch.randn(2, 3, 32, 32)
+    if op_trace._dispatched_detach() is None:
+        pytest.skip("this PyTorch gives a dispatch mode no way to tell the dispatcher's detach from autograd's copies")
+    traced = op_trace.trace_once(model, x, meta=meta)
+    model.zero_grad(set_to_none=True)
+    with torch.profiler.profile() as profile:
+        op_trace.training_loss(model(x)).backward()
+    model.zero_grad(set_to_none=True)
+    profiled = sum(event.name == "aten::detach" for event in profile.events())
+    assert sum(op.name == "detach.default" for op in traced) == profiled == len(list(model.parameters()))

@@ -11,6 +11,7 @@ two small traces differ in their operations (control flow that depends on the ba
 requested batch instead. Either way the model is left as it was: its weights, gradients, buffers (BatchNorm's
 running statistics) and the random number generator.
 """
+import functools
 import itertools
 import re
 from dataclasses import dataclass, field
@@ -86,6 +87,35 @@ def _direct_mode_setter():
     return setter
 
 
+@functools.lru_cache(maxsize=None)
+def _dispatched_detach():
+    """A check, made inside a dispatch mode on an aten.detach call, of whether the dispatcher runs it (None where
+    this PyTorch gives no way to tell). Under a dispatch mode, autograd's own shallow copies of a tensor (of a
+    tensor it saves for the backward pass, as it saves it and as it unpacks it; of a view's base, inside
+    Tensor.detach itself) reach the mode as aten.detach calls too (pytorch/pytorch#71725), where a step without
+    a mode makes them in C++ with no operator dispatched: three of five detach calls in a ResNet-50 step. The
+    dispatcher's own call arrives below the autograd and view layer (the ADInplaceOrView key excluded), the copies
+    above it. Probed once: a Tensor.detach() must reach a mode exactly once from below for the check to hold."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    excluded = getattr(torch._C, "_dispatch_tls_is_dispatch_key_excluded", None)
+    key = getattr(torch._C.DispatchKey, "ADInplaceOrView", None)
+    if excluded is None or key is None:
+        return None
+    seen = []
+
+    class Probe(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten.detach.default:
+                seen.append(excluded(key))
+            return func(*args, **(kwargs or {}))
+
+    with Probe():
+        torch.empty(1, device="meta").detach()
+    return functools.partial(excluded, key) if seen.count(True) == 1 else None
+
+
 def _recorder(meta=False, direct=None):
     """A dispatch mode recording every operator into `.ops`; `meta`: run them on meta tensors
     (prenet.meta_model.meta_kernel); `direct`: torch 1.13's setter of the C++ dispatch mode (_direct_mode_setter),
@@ -98,6 +128,7 @@ def _recorder(meta=False, direct=None):
     from .meta_model import channels_last, meta_kernel
 
     detach = torch.ops.aten.detach.default
+    dispatched_detach = _dispatched_detach()
 
     class Recorder(TorchDispatchMode):
         def __init__(self):
@@ -143,7 +174,10 @@ def _recorder(meta=False, direct=None):
                 return out
             module, module_input = self.modules[-1] if self.modules else self.backward_owner
             if is_detach:  # a view, the most frequent operator by far (autograd hands over each gradient
-                # through one): recorded without the general walk over arguments and outputs
+                # through one): recorded without the general walk over arguments and outputs, unless it is
+                # autograd's own copy of a tensor, which no real step dispatches (_dispatched_detach)
+                if dispatched_detach is not None and not dispatched_detach():
+                    return out
                 shape, dtype = tuple(out.shape), dtype_names[out.dtype]
                 self.ops.append(Op(self.phase, "detach.default", [shape], [shape], [TENSOR], module, dtype, [dtype],
                                    [dtype], False, module_input, self.runs_on))
@@ -159,10 +193,8 @@ def _recorder(meta=False, direct=None):
                 arguments.append(value)
             if kwargs:
                 tensors += _tensors(kwargs.values())
-            shapes, input_dtypes = [], []
-            for t in tensors:
-                shapes.append(tuple(t.shape))
-                input_dtypes.append(dtype_names[t.dtype])
+            shapes = [tuple(t.shape) for t in tensors]
+            input_dtypes = [dtype_names[t.dtype] for t in tensors]
             if isinstance(out, Tensor):  # most operators return one tensor
                 output_shapes, output_dtypes = [tuple(out.shape)], [dtype_names[out.dtype]]
             else:

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from prenet.datasets import load_harness_rows
+from prenet.datasets import collection_folders, load_harness_rows
 from prenet.predictors import resolve
 from report import write_report
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gpu"
-FOLDERS = sorted(p for p in DATA.glob("NVIDIA_H100_80GB_HBM3*") if p.is_dir())  # one per sampling seed
+FOLDERS = collection_folders(DATA, "NVIDIA_H100_80GB_HBM3")  # one per sampling seed
 PARTS = (("forward", "forward_ms", "forward_ms"), ("backward", "backward_ms", "backward_ms"),
          ("optimizer", "optimizer_ms", "optimizer_ms"))
 # The kinds NeuSight's operator set (the GPU predictors' only data) times forward; the rest are composed

@@ -7,11 +7,11 @@ import pytest
 
 from conftest import ROOT
 from prenet import find_gpu
-from prenet.datasets import load_harness_rows
+from prenet.datasets import collection_folders, load_harness_rows
 from prenet.collect import COLUMNS
 
 # one folder per sampling seed (collect --seed)
-H100_FOLDERS = sorted(p for p in (ROOT / "data" / "gpu").glob("NVIDIA_H100_80GB_HBM3*") if p.is_dir())
+H100_FOLDERS = collection_folders(ROOT / "data" / "gpu", "NVIDIA_H100_80GB_HBM3")
 
 
 def test_h100_layer_rows_carry_their_environment_and_load_as_the_cpu_set():
@@ -53,3 +53,11 @@ def test_measured_epochs_carry_case_measurement_and_environment():
         env = row["env"]
         assert env["device_name"] == "NVIDIA H100 80GB HBM3" and env["torch"] and env["host_cpu"]
         assert env["peak_memory_mib"] > 0
+
+
+def test_collection_folders_are_the_device_and_its_seeds(tmp_path):
+    """A device's collections: its own folder and its seed folders, not a file or another device named alike."""
+    for name in ("GPU_X", "GPU_X_seed1", "GPU_X_seed2", "GPU_XL", "GPU_X_other"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "GPU_X_host.json").write_text("{}")
+    assert [p.name for p in collection_folders(tmp_path, "GPU_X")] == ["GPU_X", "GPU_X_seed1", "GPU_X_seed2"]

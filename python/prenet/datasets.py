@@ -114,6 +114,13 @@ def load_cpu(folder=None):
     return load_harness_rows([folder])
 
 
+def collection_folders(data, device_folder):
+    """The folders `prenet collect` filled for one device under `data` (data/gpu): `device_folder` (the device's
+    name as a folder, "NVIDIA_H100_80GB_HBM3") and one per further sampling seed (`<device_folder>_seed<n>`)."""
+    return sorted(p for p in Path(data).glob(f"{device_folder}*") if p.is_dir() and
+                  (p.name == device_folder or p.name.startswith(f"{device_folder}_seed")))
+
+
 def load_harness_rows(folders):
     """{native kind: DataFrame} of the rows `prenet collect` wrote into `folders` (<kind>.csv each, on the CPU or
     a GPU), as load_cpu describes them; `gpu` is the device's catalog name (the host's for CPU rows)."""

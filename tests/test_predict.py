@@ -81,6 +81,35 @@ def reshape_views_named_alike(ops):
     return ["(reshape view)" if op in ("_reshape_alias.default", "view.default") else op for op in ops]
 
 
+def test_modules_are_found_only_when_per_module_tables_are_read(monkeypatch):
+    """predict traces once, without modules (its times do not depend on them); reading .layers or .ops traces the
+    step again with them, once, and the operators and times are the same."""
+    traces = []
+    trace_once = op_trace.trace_once
+    monkeypatch.setattr(op_trace, "trace_once", lambda *a, **k: traces.append(k.get("attribute", True)) or
+                        trace_once(*a, **k))
+    estimate = prenet.predict(ResidualStack(), batch=4, gpu="A100", input_shape=(32,), dataset_size=8)
+    assert traces == [False] and estimate.traced == "meta"
+    layers, ops = estimate.layers, estimate.ops
+    assert traces == [False, True]
+    assert {"layers.0", "layers.1", "layers.2", "layers.3", "norm", "(loss)", "(autograd)"} <= set(layers["name"])
+    assert ops["ms"].sum() + estimate.optimizer_ms == pytest.approx(estimate.device_ms)
+    unattributed = op_trace.trace_once(ResidualStack().train(), torch.empty(4, 32, device="meta"), meta=True,
+                                       attribute=False)
+    assert {op.module for op in unattributed} == {""} and {op.module_input for op in unattributed} == {None}
+    assert [(op.name, op.inputs) for op in unattributed] == list(zip(ops["op"], ops["inputs"]))
+
+
+def test_per_module_tables_of_a_model_changed_since_predict_are_refused():
+    model = ResidualStack()
+    estimate = prenet.predict(model, batch=4, gpu="A100", input_shape=(32,), dataset_size=8)
+    model.layers[2] = nn.Linear(32, 48)
+    model.layers[3] = nn.Linear(48, 32)
+    with pytest.raises(ValueError, match="no longer runs the operators it was traced with"):
+        estimate.layers
+    assert estimate.epoch_seconds > 0  # the estimate itself stands
+
+
 @pytest.mark.parametrize("gpu", ["A100", "cpu"])
 def test_each_backward_operator_is_counted_to_the_module_whose_forward_made_it(gpu):
     """Three linear layers of one shape: each has its own gradient products (the first only its weight's, as its

@@ -39,7 +39,8 @@ OTHER_VENDOR = ("an {vendor} GPU, timed as NVIDIA's libraries (cuDNN, cuBLAS) ru
 class Estimate:
     """A predicted training time. `layers`: one row per module (and the autograd work no module owns) with its
     input's shape (as its forward received it), operations, FLOPs, bytes, forward and backward milliseconds and
-    share of the step; `ops`: every operator (both DataFrames built when first read, by `tables`)."""
+    share of the step; `ops`: every operator (both DataFrames built when first read, by `tables`, which for a
+    meta trace first traces the step again to find each operator's module: Traced.attributed)."""
     gpu: str
     batch: int
     dataset_size: int
@@ -300,18 +301,21 @@ class _StepCost:
         return float(self.host.sum())
 
 
-def _step(ops, traced, native, catalog, device, optimizer, precision, on_gpu, costs, gaps, gap_in_kernels,
+def _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, costs, gaps, gap_in_kernels,
           with_spread=False):
-    """The _StepCost of one training step. On a GPU each op's host cost is its dispatch (measured here), a kernel
-    issue per library call it makes (its kind's launch gap on `device`, prenet.launch_gap, which includes
-    dispatch; the machine's for ops costed by traffic), and an autograd node in the backward pass; module calls
-    are spread over the forward ops. `gap_in_kernels`: the bundle's predictions hold each kind's gap (learned from
-    latencies), to be taken off each kernel; `with_spread`: also each op's CUDA-core time over its estimate
-    (_device_times)."""
+    """The _StepCost of the training step of `size` samples of `traced`. On a GPU each op's host cost is its dispatch
+    (measured here), a kernel issue per library call it makes (its kind's launch gap on `device`, prenet.launch_gap,
+    which includes dispatch; the machine's for ops costed by traffic), and an autograd node in the backward pass;
+    module calls are spread over the forward ops. `gap_in_kernels`: the bundle's predictions hold each kind's gap
+    (learned from latencies), to be taken off each kernel; `with_spread`: also each op's CUDA-core time over its
+    estimate (_device_times)."""
     import numpy as np
 
-    # a recurrent layer as this device runs it: the CPU's loop of operators, or cuDNN's one call (Op.runs_on)
-    ops = [op for op in ops if op.runs_on in ("", "cuda" if on_gpu else "cpu")]
+    def runs_here(ops):  # a recurrent layer as this device runs it: the CPU's loop of operators, or cuDNN's one
+        # call (Op.runs_on)
+        return [op for op in ops if op.runs_on in ("", "cuda" if on_gpu else "cpu")]
+
+    ops = runs_here(traced.ops_by_size[size])
     issue_us = functools.lru_cache(None)(lambda kind: launch_gap.gap_us(device, gaps, kind) if on_gpu else 0.0)
     gaps_ms = launch_gap.kind_gaps_ms(device, gaps) if gap_in_kernels else {}
     works, ms, basis, spread = _device_times(ops, native, catalog, device, OPTIMIZERS[optimizer], precision, gaps_ms,
@@ -343,7 +347,8 @@ def _step(ops, traced, native, catalog, device, optimizer, precision, on_gpu, co
         host_us = [0.0] * len(ops)
         update_host_us = modules * costs["module_call_us"] + len(parameters) * per_tensor
 
-    def rows():
+    def rows():  # the same ops, with their modules (Traced.attributed)
+        ops = runs_here(traced.attributed(size))
         return [{"module": owner, "phase": op.phase, "op": op.name, "kind": w.kind if w else None,
                  "how": b, "inputs": op.inputs, "outputs": op.outputs, "module_input": op.module_input, "ms": t,
                  "host_ms": 1e-3 * h,
@@ -449,7 +454,9 @@ class Traced:
     """What predict costs on a device, found once (prenet.compare reuses it for every GPU): the operators of a
     step at each batch size an epoch uses (`ops_by_size`), the epoch's batch sizes, how it was traced ("meta" or
     "cpu", prenet.op_trace, and why it was traced for real), and of the model: its trainable tensors' sizes, its
-    module count and the 2-byte dtypes among its weights."""
+    module count and the 2-byte dtypes among its weights. A meta trace records no module per operator (what a
+    step costs does not depend on it, and finding it is a tenth of the trace): `retrace(size)` traces the step
+    again with them when per-module tables are first asked for (`attributed`); None where `ops_by_size` has them."""
     ops_by_size: dict
     sizes: list
     how: str
@@ -457,6 +464,20 @@ class Traced:
     trainable: list
     modules: int
     narrow_weights: list
+    retrace: object = None
+    _attributed: dict = field(default_factory=dict, repr=False)
+
+    def attributed(self, size):
+        """The ops of the step at `size` with the module each belongs to (prenet.op_trace.Op.module)."""
+        if self.retrace is None:
+            return self.ops_by_size[size]
+        if size not in self._attributed:
+            again = self.retrace(size)
+            if [(op.name, op.inputs) for op in again] != [(op.name, op.inputs) for op in self.ops_by_size[size]]:
+                raise ValueError("the model no longer runs the operators it was traced with (changed since "
+                                 "predict?): predict again for its per-module tables")
+            self._attributed[size] = again
+        return self._attributed[size]
 
 
 @collector_paused
@@ -465,12 +486,25 @@ def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None
     autocast's casts (prenet.autocast_policy)."""
     make_inputs = input_maker(model, input_shape, example_input)
     sizes = epoch_batches(batch, dataset_size)
+    autocast = precision in MIXED_PRECISIONS
     with in_mode(model, True):  # a training step, as the model's own train() sets it up
-        ops, how, why = op_trace.trace_batches(model, make_inputs, sorted(set(sizes)), precision in MIXED_PRECISIONS)
+        ops, how, why = op_trace.trace_batches(model, make_inputs, sorted(set(sizes)), autocast, attribute=False)
     parameters = list(model.parameters())
     dtypes = {op_trace.dtype_names[p.dtype] for p in parameters}
     return Traced(ops, sizes, how, why, [p.numel() for p in parameters if p.requires_grad], len(list(model.modules())),
-                  sorted(dtypes & op_costs.NARROW_FLOATS.keys()))
+                  sorted(dtypes & op_costs.NARROW_FLOATS.keys()),
+                  _meta_retrace(model, make_inputs, autocast) if how == "meta" else None)
+
+
+def _meta_retrace(model, make_inputs, autocast):
+    """size -> the ops of the model's step at that size on meta tensors, each with its module (Traced.retrace).
+    It holds the model (and an example input), so that an estimate of a model built in the call itself, as in
+    `prenet.predict(resnet50(), ...).layers`, can still give its tables."""
+    def retrace(size):
+        with in_mode(model, True):
+            return op_trace.trace_once(model, make_inputs(size, "meta"), autocast, meta=True)
+
+    return retrace
 
 
 @collector_paused
@@ -499,8 +533,8 @@ def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision
     factors = on_gpu and (uncertainty.interval_factors(folder) or uncertainty.interval_factors(PACKAGED_UNSEEN_BUNDLE))
     if factors and isinstance(native, gpu_calibration.CalibratedGpuBundle):  # narrower where timed on the GPU
         factors = gpu_calibration.interval_factors(factors, native.calibration)
-    steps = {size: _step(ops, traced, native, catalog, device, optimizer, precision, on_gpu, costs, gaps,
-                         in_kernels, with_spread=bool(factors)) for size, ops in traced.ops_by_size.items()}
+    steps = {size: _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, costs, gaps,
+                         in_kernels, with_spread=bool(factors)) for size in traced.ops_by_size}
     sizes = traced.sizes
     epoch = [steps[size] for size in sizes]
     # A step: the steady state of the epoch's full-size steps (the last, partial one counts in the epoch only).

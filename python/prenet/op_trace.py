@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 
 # Stands in `Op.arguments` for a positional tensor argument (its shape is in `Op.inputs`).
 TENSOR = "<tensor>"
+# Operators that look rows of a table up by index (nn.Embedding, nn.EmbeddingBag): the position of the indices.
+TOKEN_INDICES = {"embedding.default": 1, "_embedding_bag.default": 1, "_embedding_bag_forward_only.default": 1}
 # Traced batches: two, so that batch-proportional dimensions can be told from fixed ones; from 2, because some
 # layers (BatchNorm in training mode on a 1x1 map) reject a batch of 1.
 TRACE_BATCHES = (2, 3)
@@ -138,9 +140,10 @@ def _recorder(meta=False, direct=None):
             # `runs_on`: stamped on each op (Op.runs_on); `paused`: operators not recorded (a boundary's own)
             self.ops, self.phase, self.modules, self.backward_owner = [], "forward", [], ("", None)
             self.runs_on, self.paused = "", False
-            # id of an operator -> (what runs it, its name, whether it is detach, whether a convolution), found
-            # once per operator: keyed by id, as an operator's own hash is a Python call (an operator object
-            # lives as long as the process, so its id is never reused)
+            # id of an operator -> (what runs it, its name, whether it is detach, whether a convolution, the
+            # position of its indices for a table lookup or None), found once per operator: keyed by id, as an
+            # operator's own hash is a Python call (an operator object lives as long as the process, so its id is
+            # never reused)
             self.operators = {}
 
         def __enter__(self):
@@ -157,11 +160,14 @@ def _recorder(meta=False, direct=None):
         def _operator(self, func):
             name = func.__name__
             found = self.operators[id(func)] = (meta_kernel(func) if meta else func, name, func is detach,
-                                                name.startswith("convolution"))
+                                                name.startswith("convolution"), TOKEN_INDICES.get(name))
             return found
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            run, name, is_detach, is_convolution = self.operators.get(id(func)) or self._operator(func)
+            run, name, is_detach, is_convolution, indices = self.operators.get(id(func)) or self._operator(func)
+            if indices is not None and args[indices].is_floating_point():
+                # eager PyTorch refuses these indices; torch 2's meta kernels let them through
+                raise TypeError(f"an embedding's indices must be integers (Long or Int), got {args[indices].dtype}")
             if direct is None:
                 out = run(*args, **kwargs) if kwargs else run(*args)
             else:
@@ -296,16 +302,18 @@ def training_loss(output):
     return torch.nn.functional.cross_entropy(logits, labels)
 
 
-def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
+def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attribute=True):
     """The ops of one forward, loss (training_loss: the model's own loss if it returns one, else the cross-entropy
     of its logits) and backward, on `inputs` as given; `autocast`: forward and loss under
     CUDA autocast's casting rules (prenet.autocast_policy), the backward pass in the dtypes they leave; `meta`: on
     meta twins of the weights and of `inputs` (prenet.meta_model), leaving the model's own tensors untouched;
-    `direct_mode`: on torch 1.13, record without its Python mode stack (_direct_mode_setter). Traced for real,
-    the step starts and ends with no gradients (trace_batches puts the model's own back, prenet.model_state)."""
+    `direct_mode`: on torch 1.13, record without its Python mode stack (_direct_mode_setter); `attribute`: each
+    op's module and module input found (hooks on every module call and on the autograd nodes at their boundaries:
+    a tenth of a meta trace's time), else left empty, and an error raised as PyTorch gave it (no module to name).
+    Traced for real, the step starts and ends with no gradients (trace_batches puts the model's own back,
+    prenet.model_state)."""
     import contextlib
 
-    import torch
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
     from .autocast_policy import CudaAutocast
@@ -317,7 +325,6 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
     owners = _BackwardOwners(recorder)
     named_modules = list(model.named_modules())
     labels = {id(module): name or type(module).__name__ for name, module in named_modules}
-    token_tables = (torch.nn.Embedding, torch.nn.EmbeddingBag)
 
     def enter(module, inputs):
         label = labels.get(id(module))
@@ -325,9 +332,6 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
             tensors = _tensors(inputs)
             owners.mark(tensors, recorder.modules[-1][0] if recorder.modules else "")
             recorder.modules.append((label, tuple(tensors[0].shape) if tensors else None))
-            if isinstance(module, token_tables) and tensors and tensors[0].is_floating_point():
-                # eager PyTorch refuses these indices; torch 2's meta kernels let them through
-                raise TypeError(f"an embedding's indices must be integers (Long or Int), got {tensors[0].dtype}")
 
     def leave(module, inputs, output):
         label = labels.get(id(module))
@@ -337,7 +341,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
 
     # One pair of hooks on every module call, kept to this model's modules (a pair per module costs more to
     # register than the whole forward pass on meta tensors).
-    handles = [register_module_forward_pre_hook(enter), register_module_forward_hook(leave)]
+    handles = [register_module_forward_pre_hook(enter), register_module_forward_hook(leave)] if attribute else []
     if meta:
         inputs = to_meta(inputs)
     else:
@@ -355,6 +359,8 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True):
     except NotTrainable:
         raise
     except Exception as error:
+        if not attribute:
+            raise
         where = recorder.modules[-1][0] if recorder.modules else "before any module"
         raise rejected(where, inputs, error, model) from error
     finally:
@@ -406,11 +412,12 @@ def at_batch(traces, batch, model=None, make_inputs=None, autocast=False):
     return ops
 
 
-def trace_batches(model, make_inputs, sizes, autocast=False):
+def trace_batches(model, make_inputs, sizes, autocast=False, attribute=True):
     """({size: ops of a training step at that batch size}, how it was traced: "meta" or "cpu", why it was traced
     for real: None on meta), for the batch sizes `sizes`; `make_inputs(b, device)` builds inputs of b samples on a
-    device. On meta tensors at each size where the model runs there; else for real at TRACE_BATCHES on the CPU,
-    extrapolated (at_batch), the model put back on its device and as it was after (prenet.model_state)."""
+    device. On meta tensors at each size where the model runs there, their modules found only with `attribute`
+    (trace_once); else for real at TRACE_BATCHES on the CPU (modules found), extrapolated (at_batch), the model put
+    back on its device and as it was after (prenet.model_state)."""
     import torch
 
     from .model_state import model_kept
@@ -421,9 +428,14 @@ def trace_batches(model, make_inputs, sizes, autocast=False):
     why = "it has recurrent layers, which run otherwise on meta tensors than on the CPU and in cuDNN"
     if not recurrent:
         try:
-            return ({size: trace_once(model, make_inputs(size, "meta"), autocast, meta=True) for size in sizes},
-                    "meta", None)
+            return ({size: trace_once(model, make_inputs(size, "meta"), autocast, meta=True, attribute=attribute)
+                     for size in sizes}, "meta", None)
         except Exception as error:  # the model needs real data somewhere: traced for real, which names what it rejects
+            if not attribute:  # the module it failed in, for the reason given
+                try:
+                    trace_once(model, make_inputs(sizes[0], "meta"), autocast, meta=True)
+                except Exception as named:
+                    error = named
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             # PyTorch's own message names the operator, then a paragraph on selective builds
             first_line = re.sub(r"Could not run '([^']+)' with arguments from the 'Meta' backend.*",

@@ -391,3 +391,30 @@ def test_detach_calls_are_those_the_dispatcher_runs(meta):
     model.zero_grad(set_to_none=True)
     profiled = sum(event.name == "aten::detach" for event in profile.events())
     assert sum(op.name == "detach.default" for op in traced) == profiled == len(list(model.parameters()))
+
+
+def test_in_place_activations_are_costed_as_their_out_of_place_twins():
+    """An activation applied in place (an LSTM cell's sigmoid_ and tanh_ on the CPU, ReLU(inplace=True)) runs the
+    same kernel as out of place: the same kind and configuration, not the traffic of a copy."""
+    from prenet import op_costs
+
+    class Both(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(8, 8)
+
+        def forward(self, x):
+            y = self.linear(x)
+            outs = [f(y.clone()) for f in (torch.tanh, torch.sigmoid, torch.relu, nn.functional.silu,
+                                           nn.functional.hardtanh)]
+            ins = [f(y.clone()) for f in (torch.tanh_, torch.sigmoid_, torch.relu_,
+                                          lambda t: nn.functional.silu(t, inplace=True),
+                                          lambda t: nn.functional.hardtanh(t, inplace=True))]
+            return sum(outs) + sum(ins)
+
+    ops = [op for op in op_trace.trace_once(Both().train(), torch.randn(4, 8)) if op.phase == "forward"]
+    works = {op.name.split(".")[0]: op_costs.work_of(op) for op in ops}
+    for name in ("tanh", "sigmoid", "relu", "silu", "hardtanh"):
+        out_of_place, in_place = works[name], works[name + "_"]
+        assert in_place.how == out_of_place.how == "layer"
+        assert (in_place.kind, in_place.config, in_place.part) == (out_of_place.kind, out_of_place.config, "forward")

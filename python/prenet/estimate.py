@@ -502,7 +502,7 @@ def _meta_retrace(model, make_inputs, autocast):
     `prenet.predict(resnet50(), ...).layers`, can still give its tables."""
     def retrace(size):
         with in_mode(model, True):
-            return op_trace.trace_once(model, make_inputs(size, "meta"), autocast, meta=True)
+            return op_trace.trace_meta(model, make_inputs, size, autocast)
 
     return retrace
 

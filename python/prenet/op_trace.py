@@ -371,6 +371,12 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
     return recorder.ops
 
 
+def trace_meta(model, make_inputs, size, autocast=False, attribute=True):
+    """The ops of a training step of `size` samples on meta tensors (trace_once with meta); `make_inputs(b,
+    device)` builds inputs of b samples on a device."""
+    return trace_once(model, make_inputs(size, "meta"), autocast, meta=True, attribute=attribute)
+
+
 def _scale(small, large, batch):
     """Per dimension: fixed where the two traces agree, else grown linearly to `batch`."""
     b0, b1 = TRACE_BATCHES
@@ -428,12 +434,12 @@ def trace_batches(model, make_inputs, sizes, autocast=False, attribute=True):
     why = "it has recurrent layers, which run otherwise on meta tensors than on the CPU and in cuDNN"
     if not recurrent:
         try:
-            return ({size: trace_once(model, make_inputs(size, "meta"), autocast, meta=True, attribute=attribute)
-                     for size in sizes}, "meta", None)
+            return ({size: trace_meta(model, make_inputs, size, autocast, attribute) for size in sizes}, "meta",
+                    None)
         except Exception as error:  # the model needs real data somewhere: traced for real, which names what it rejects
             if not attribute:  # the module it failed in, for the reason given
                 try:
-                    trace_once(model, make_inputs(sizes[0], "meta"), autocast, meta=True)
+                    trace_meta(model, make_inputs, sizes[0], autocast)
                 except Exception as named:
                     error = named
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__

@@ -210,7 +210,7 @@ def test_a_calibration_made_with_another_bundle_is_read_with_the_packaged_bundle
     for batch in (4, 16, 64, 256):
         config = {"batch": batch, "in_features": 256, "out_features": 512}
         t = raw.estimate("linear", [config], catalog, host, "sgd", "fp32", {})[0]
-        train = t["forward_ms"] + t["backward_ms"] + t["optimizer_ms"]
+        train = t["step_forward_ms"] + t["backward_ms"] + t["optimizer_ms"]
         layers.append({"harness_kind": "linear", "config": {**config, "optimizer": "sgd"}, "kind": "linear",
                        "native_config": config, "predicted_forward_ms": 1.0, "predicted_train_ms": 3.0,
                        "status": "ok", "error": "", "forward_ms": 2 * t["forward_ms"], "train_ms": 2 * train})

@@ -176,6 +176,23 @@ def test_the_tables_count_each_operator_by_the_kernel_it_runs():
     assert len(adds) == 1 and adds["flops"].item() == 16 * 64 and adds["bytes"].item() == 3 * 4 * 16 * 64
 
 
+def test_a_steps_forward_is_costed_as_timed_inside_training_steps_and_a_backward_product_as_timed_alone():
+    """The CPU set times a layer's forward alone and inside training steps, where autograd records for the
+    backward pass (longer); the step's forward operators take the latter, the backward pass's products of the
+    same shape the former."""
+    model = nn.Sequential(nn.Linear(64, 64, bias=False), nn.ReLU(), nn.Linear(64, 64, bias=False))
+    ops = prenet.predict(model, batch=64, gpu="cpu", input_shape=(64,)).ops
+    products = ops[ops["kind"] == "linear"]
+    assert sorted(products["phase"]) == ["backward"] * 3 + ["forward"] * 2  # no dX for the first layer
+    # every product is (64 x 64) by (64 x 64): one configuration
+    config = {"batch": 1, "seq_len": 64, "in_features": 64, "out_features": 64, "bias": 0}
+    assert all(c == config for c in products["config"])
+    t = prenet.layer_time("linear", gpu="cpu", **config)
+    assert t["step_forward_basis"] == "predicted" and t["step_forward_ms"] != pytest.approx(t["forward_ms"])
+    for phase, ms, count in (("forward", t["step_forward_ms"], 2), ("backward", t["forward_ms"], 3)):
+        assert products.loc[products["phase"] == phase, "ms"].tolist() == pytest.approx([ms] * count)
+
+
 def test_shapes_extrapolated_from_small_batches_match_a_trace_at_the_batch():
     model = SmallCnn()
     make = lambda b: torch.randn(b, 3, 16, 16)  # noqa: E731

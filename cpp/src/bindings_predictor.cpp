@@ -59,13 +59,16 @@ void bind_predictor(py::module_& m) {
                      const auto& t = times[i];
                      py::dict row;
                      row["forward_ms"] = t.forward_ms;
+                     row["step_forward_ms"] = t.step_forward_ms;
                      row["backward_ms"] = t.backward_ms;
                      row["optimizer_ms"] = t.optimizer_ms;
                      row["forward_basis"] = prenet::to_string(t.forward_basis);
+                     row["step_forward_basis"] = prenet::to_string(t.step_forward_basis);
                      row["backward_basis"] = prenet::to_string(t.backward_basis);
                      row["optimizer_basis"] = prenet::to_string(t.optimizer_basis);
                      if (with_cuda_core) {
                          row["cuda_core_forward_ms"] = cuda_core[i].forward_ms;
+                         row["cuda_core_step_forward_ms"] = cuda_core[i].step_forward_ms;
                          row["cuda_core_backward_ms"] = cuda_core[i].backward_ms;
                          row["cuda_core_optimizer_ms"] = cuda_core[i].optimizer_ms;
                      }
@@ -76,13 +79,14 @@ void bind_predictor(py::module_& m) {
              py::arg("kind"), py::arg("configs"), py::arg("catalog"), py::arg("gpu"), py::arg("optimizer") = "sgd",
              py::arg("precision") = "fp32", py::arg("issue_gap_ms") = prenet::IssueGaps{},
              py::arg("with_cuda_core") = false,
-             "Forward, backward and optimizer milliseconds per configuration, with how each was obtained "
+             "Forward (alone, and inside a training step: step_forward), backward and optimizer milliseconds per "
+             "configuration, with how each was obtained "
              "(predicted, kernels, roofline); precision: fp32 (PyTorch's defaults: cuDNN convolutions on TF32 "
              "tensor cores where the GPU has them), fp32_strict, tf32 (matmuls on TF32 tensor cores too), bf16 or fp16 "
              "(kernels on 2-byte tensors); "
              "issue_gap_ms: {kernel kind: host time in every latency learned for it}, taken off each kernel of "
-             "that kind (device time only); with_cuda_core: also cuda_core_forward_ms, _backward_ms and "
-             "_optimizer_ms, the times on CUDA cores (fp32_strict) of a layer the precision puts on tensor cores "
+             "that kind (device time only); with_cuda_core: also cuda_core_forward_ms, _step_forward_ms, "
+             "_backward_ms and _optimizer_ms, the times on CUDA cores (fp32_strict) of a layer the precision puts on tensor cores "
              "(else the same times), predicted in the same batch")
         .def("update_ms",
              [](const prenet::PredictorBundle& b, const std::vector<double>& elements,

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -25,7 +26,7 @@ const char* to_string(TimeBasis basis) {
 
 namespace {
 
-enum Part { kForward, kBackward, kOptimizer };
+enum Part { kForward, kStepForward, kBackward, kOptimizer };
 
 // Where a partial time goes: which layer, which part, with what weight, and the weakest basis on the way; a
 // scratch row holds one alternative of a choice (see Planner::leaf) until the choice is made.
@@ -47,6 +48,8 @@ struct Choice {
 constexpr double kAddElementPasses = 3.0;
 // Guards against a kind table whose kernels refer back to themselves.
 constexpr int kMaxDepth = 8;
+// The bundle's mode of a layer's forward pass timed inside training steps (prenet.training.MODES).
+const std::string kTrainForward = "train_forward";
 
 class Planner {
 public:
@@ -60,6 +63,17 @@ public:
     void forward(const LayerConfig& c, Destination d, Precision precision) { forward_in(c, d, 0, precision); }
 
     void backward(const LayerConfig& c, Destination d, Precision precision) { backward_in(c, d, 0, precision); }
+
+    // The forward pass inside a training step, where the bundle has a predictor of it for `c` (its kind's
+    // "train_forward", `c` within the fitted range); false where it has none, the step's forward then being the
+    // forward alone.
+    bool step_forward(const LayerConfig& c, Destination d, Precision precision) {
+        if (!bundle_.has(c.kind().name, kTrainForward) || unfitted(c)) return false;
+        const LayerConfig kernel = narrowed(c, precision);
+        d.weight *= tensor_core_factor(kernel, gpu_, precision);
+        queue(kernel, kTrainForward, d);
+        return true;
+    }
 
     void optimizer_step(const LayerConfig& c, Destination d) {
         if (bundle_.has(c.kind().name, "optimizer")) return queue(c, "optimizer", d);
@@ -154,7 +168,8 @@ private:
     double least_ms(const LayerConfig& c, const std::string& mode) const {
         if (!c.kind().flops_bound_time) return 0.0;
         const LayerCost cost = c.kind().cost(c, kFp32Bytes);
-        const double flops = mode == "forward" ? cost.forward_flops : mode == "backward" ? cost.backward_flops
+        const double flops = mode == "forward" || mode == kTrainForward ? cost.forward_flops
+                             : mode == "backward" ? cost.backward_flops
                              : mode == "train" ? cost.forward_flops + cost.backward_flops : 0.0;
         return roofline_ms(flops, 0.0, gpu_);
     }
@@ -246,6 +261,10 @@ private:
         const TimeBasis b = std::max(d.basis, basis);
         switch (d.part) {
             case kForward: t.forward_ms += d.weight * ms; t.forward_basis = std::max(t.forward_basis, b); break;
+            case kStepForward:
+                t.step_forward_ms += d.weight * ms;
+                t.step_forward_basis = std::max(t.step_forward_basis, b);
+                break;
             case kBackward: t.backward_ms += d.weight * ms; t.backward_basis = std::max(t.backward_basis, b); break;
             case kOptimizer: t.optimizer_ms += d.weight * ms; t.optimizer_basis = std::max(t.optimizer_basis, b); break;
         }
@@ -284,9 +303,11 @@ std::pair<std::vector<LayerTime>, std::vector<LayerTime>> estimate_layer_times_w
     // tensor cores
     std::vector<LayerTime> out(with_cuda_core ? 2 * n : n);
     std::vector<bool> on_cuda_cores(n, true);
+    std::vector<bool> own_step_forward(out.size(), false);  // rows whose step forward has a predictor of its own
     Planner planner(bundle, gpu, optimizer, out, issue_gap_ms);
     const auto plan = [&](const LayerConfig& c, std::size_t row, Precision p) {
         planner.forward(c, {row, kForward, 1.0, TimeBasis::predicted}, p);
+        own_step_forward[row] = planner.step_forward(c, {row, kStepForward, 1.0, TimeBasis::predicted}, p);
         planner.backward(c, {row, kBackward, 1.0, TimeBasis::predicted}, p);
         planner.optimizer_step(c, {row, kOptimizer, 1.0, TimeBasis::predicted});
     };
@@ -298,6 +319,12 @@ std::pair<std::vector<LayerTime>, std::vector<LayerTime>> estimate_layer_times_w
         }
     }
     planner.flush();
+    for (std::size_t row = 0; row < out.size(); ++row) {
+        if (!own_step_forward[row]) {
+            out[row].step_forward_ms = out[row].forward_ms;
+            out[row].step_forward_basis = out[row].forward_basis;
+        }
+    }
     std::vector<LayerTime> cuda_core;
     if (with_cuda_core) {
         cuda_core.assign(out.begin() + static_cast<std::ptrdiff_t>(n), out.end());

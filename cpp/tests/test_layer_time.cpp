@@ -323,6 +323,34 @@ TEST_F(EstimatorTest, EachKernelOfACompositeLayerLosesItsOwnKindsGap) {
     EXPECT_DOUBLE_EQ(by_lstm.forward_ms, plain.forward_ms);
 }
 
+TEST_F(EstimatorTest, TheForwardInsideATrainingStepHasItsOwnPredictorWhereTheBundleHasOne) {
+    const auto linear = find_layer_kind("linear").configure(
+        {{"batch", 32}, {"in_features", 64}, {"out_features", 128}, {"bias", 0}});
+    const auto add = find_layer_kind("add").configure({{"batch", 4}, {"features", 1000}});
+    const auto without = prenet::estimate_layer_times(prenet::PredictorBundle::load(folder_.string()),
+                                                      {linear, add}, gpu_, "sgd");
+    for (const auto& t : without) {  // no train_forward predictor: the step's forward is the forward alone
+        EXPECT_DOUBLE_EQ(t.step_forward_ms, t.forward_ms);
+        EXPECT_EQ(t.step_forward_basis, t.forward_basis);
+    }
+    // A linear layer's forward within a step at 1.5 ns per FLOP, its forward alone at 1 ns.
+    std::ofstream(folder_ / "manifest.json")
+        << R"({"format": "prenet-predictors", "version": 1, "predictors": [{"kind": "linear", "mode": "forward",
+           "family": "linear", "file": "m.json", "features": ["batch"], "target": "log_ms_over:forward_flops"},
+           {"kind": "linear", "mode": "train_forward", "family": "linear", "file": "t.json", "features": ["batch"],
+           "target": "log_ms_over:forward_flops"}]})";
+    std::ofstream(folder_ / "t.json") << std::setprecision(17)
+                                      << R"({"mean": [0], "scale": [1], "layers": [{"weight": [[0]], "bias": [)"
+                                      << std::log(1.5e-9) << "]}]}";
+    const auto with = prenet::estimate_layer_times(prenet::PredictorBundle::load(folder_.string()),
+                                                   {linear, add}, gpu_, "sgd");
+    EXPECT_DOUBLE_EQ(with[0].forward_ms, without[0].forward_ms);
+    EXPECT_NEAR(with[0].step_forward_ms, 1.5 * with[0].forward_ms, 1e-12);
+    EXPECT_EQ(with[0].step_forward_basis, prenet::TimeBasis::predicted);
+    EXPECT_DOUBLE_EQ(with[0].backward_ms, without[0].backward_ms);  // its products stay forward kernels
+    EXPECT_DOUBLE_EQ(with[1].step_forward_ms, with[1].forward_ms);  // a kind without one keeps its forward
+}
+
 TEST_F(EstimatorTest, CompositeKindsUseTheirKernelsAndParameterFreeKindsHaveNoUpdate) {
     const auto bundle = prenet::PredictorBundle::load(folder_.string());
     const auto attention = find_layer_kind("multihead_attention").configure(

@@ -1,6 +1,7 @@
 """Layer timing data sets as tables the predictors learn from: one row per measured configuration with the
 native kind's configuration keys, the device (`gpu`: a catalog name), the optimizer and the measured
-milliseconds of each mode (`forward_ms`; on our CPU set also `backward_ms`, `optimizer_ms`, `train_ms`).
+milliseconds of each mode (`forward_ms`; on our CPU set also `train_forward_ms`, `backward_ms`, `optimizer_ms`,
+`train_ms`).
 
 - the GPU operator set of NeuSight (forward only, five GPUs), read from ../shared/data/neusight, never copied;
 - our CPU set (data/cpu, forward and training step), measured by prenet collect.
@@ -90,8 +91,8 @@ DEVICE_FLOOR_MS = 1e-3
 
 
 # Timing columns of our CPU set (data/cpu, see data/README.md) -> the mode each one measures.
-CPU_MODES = {"forward_ms": "forward_ms", "train_backward_ms": "backward_ms", "train_optimizer_ms": "optimizer_ms",
-             "train_step_ms": "train_ms"}
+CPU_MODES = {"forward_ms": "forward_ms", "train_forward_ms": "train_forward_ms", "train_backward_ms": "backward_ms",
+             "train_optimizer_ms": "optimizer_ms", "train_step_ms": "train_ms"}
 
 
 def cpu_folder():

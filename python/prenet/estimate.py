@@ -239,12 +239,19 @@ def _device_times(ops, native, catalog, device, optimizer, precision, gaps_ms, w
             if t is None:
                 continue
             for i in indices:
-                part = works[i].part
+                part = _timed_part(works[i], ops[i])
                 ms[i] = works[i].count * t[f"{part}_ms"]
                 basis[i] = works[i].how if works[i].how == "traffic" else t[f"{part}_basis"]
                 if with_cuda_core and works[i].how == "layer" and ms[i]:
                     spread[i] = max(1.0, works[i].count * t[f"cuda_core_{part}_ms"] / ms[i])
     return works, ms, basis, spread
+
+
+def _timed_part(work, op):
+    """The part of a layer's time an op runs: a layer's forward run by the forward pass is the forward inside a
+    training step ("step_forward", autograd recording the backward's inputs); the same kernel run by the backward
+    pass (a gradient's product, an elementwise op) records nothing."""
+    return "step_forward" if work.part == "forward" and op.phase == "forward" else work.part
 
 
 def _owners(ops):

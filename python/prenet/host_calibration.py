@@ -101,7 +101,7 @@ def _predicted(native, native_config, optimizer):
     training step with its optimizer's update)."""
     bundle, catalog, host = _measured_host()
     t = bundle.estimate(native, [native_config], catalog, host, optimizer, "fp32", {})[0]
-    return {"forward": t["forward_ms"], "train": t["forward_ms"] + t["backward_ms"] + t["optimizer_ms"]}
+    return {"forward": t["forward_ms"], "train": t["step_forward_ms"] + t["backward_ms"] + t["optimizer_ms"]}
 
 
 @functools.lru_cache(maxsize=1)
@@ -332,8 +332,9 @@ def load(path=None):
 
 class CalibratedBundle:
     """A native predictor bundle whose estimates are scaled to this machine by a Calibration: each layer's forward
-    by its kind's forward curve, its backward and optimizer step by the training-step curve (at the layer's
-    predicted step), an optimizer's update (add-shaped kernels) by the add kind's."""
+    by its kind's forward curve, the parts of its training step (its forward within the step, backward and optimizer
+    step) by the training-step curve (at the layer's predicted step), an optimizer's update (add-shaped kernels) by
+    the add kind's forward curve."""
 
     def __init__(self, bundle, calibration):
         self._bundle, self.calibration = bundle, calibration
@@ -345,11 +346,11 @@ class CalibratedBundle:
         times = self._bundle.estimate(kind, configs, *args)
         scaled = []
         for t, config in zip(times, configs):
-            train = t["forward_ms"] + t["backward_ms"] + t["optimizer_ms"]
+            train = t["step_forward_ms"] + t["backward_ms"] + t["optimizer_ms"]
             rest = self.calibration.factor("train", kind, train, config)
             forward = self.calibration.factor("forward", kind, t["forward_ms"], config)
-            scaled.append({**t, "forward_ms": t["forward_ms"] * forward, "backward_ms": t["backward_ms"] * rest,
-                           "optimizer_ms": t["optimizer_ms"] * rest})
+            scaled.append({**t, "forward_ms": t["forward_ms"] * forward, "step_forward_ms": t["step_forward_ms"] * rest,
+                           "backward_ms": t["backward_ms"] * rest, "optimizer_ms": t["optimizer_ms"] * rest})
         return scaled
 
     def predict(self, kind, mode, configs, *args):

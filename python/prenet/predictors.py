@@ -198,8 +198,10 @@ def _configs(kind, config):
 
 
 def layer_time(kind, gpu="V100", optimizer="sgd", precision="fp32", bundle=None, **config):
-    """Milliseconds of one layer's training step by part: `forward_ms`, `backward_ms`, `optimizer_ms`, each with
-    its basis ("predicted" by a fitted predictor, composed of "kernels", a "roofline" bound, or "exact" zero)."""
+    """Milliseconds of one layer's training step by part: `step_forward_ms` (the forward pass inside the step,
+    autograd recording for the backward), `backward_ms`, `optimizer_ms`, and `forward_ms` (the forward pass alone),
+    each with its basis ("predicted" by a fitted predictor, composed of "kernels", a "roofline" bound, or "exact"
+    zero)."""
     check_precision(precision, gpu)
     native, catalog, name = resolve(gpu, bundle)
     return native.estimate(kind, _configs(kind, config), catalog, name, optimizer, precision)[0]
@@ -208,7 +210,7 @@ def layer_time(kind, gpu="V100", optimizer="sgd", precision="fp32", bundle=None,
 def predict_layer(kind, gpu="V100", mode="forward", optimizer="sgd", precision="fp32", bundle=None, **config):
     """Predicted milliseconds of one layer: `mode` "forward" or "train" (forward, backward, optimizer step), with
     the kinds and keys of prenet.layer_features; `gpu` a catalog name or "cpu". A bundle with a predictor of the
-    whole step serves "train" directly; otherwise the parts of layer_time are summed. `precision`: "fp32"
+    whole step serves "train" directly; otherwise the step's parts of layer_time are summed. `precision`: "fp32"
     (PyTorch's defaults), "fp32_strict" (no TF32), "tf32" (matmuls on TF32 tensor cores too, GPUs only), "bf16" or
     "fp16" (the layer on 2-byte tensors, GPUs only). Unknown kinds, keys, devices, modes, optimizers or
     precisions raise ValueError."""
@@ -222,4 +224,4 @@ def predict_layer(kind, gpu="V100", mode="forward", optimizer="sgd", precision="
     times = native.estimate(kind, configs, catalog, name, optimizer, precision)[0]
     if mode == "forward":
         return times["forward_ms"]
-    return times["forward_ms"] + times["backward_ms"] + times["optimizer_ms"]
+    return times["step_forward_ms"] + times["backward_ms"] + times["optimizer_ms"]

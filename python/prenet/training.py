@@ -36,11 +36,13 @@ def _kind_spec(kind):
     return next(k for k in core().layer_kinds() if k["name"] == kind)
 
 
-# What each mode times: "forward" the forward pass, "backward" the input and weight gradients, "optimizer" the
-# update of the layer's parameters, "train" the whole training step (the paper's target).
-MODES = ("forward", "backward", "optimizer", "train")
+# What each mode times: "forward" the forward pass (without autograd), "train_forward" the forward pass inside a
+# training step (autograd recording what the backward pass needs), "backward" the input and weight gradients,
+# "optimizer" the update of the layer's parameters, "train" the whole training step (the paper's target).
+MODES = ("forward", "train_forward", "backward", "optimizer", "train")
 # Our exact counts that describe the work of each mode.
 MODE_COUNTS = {"forward": ["forward_flops", "forward_bytes", "forward_roofline_ms"],
+               "train_forward": ["forward_flops", "forward_bytes", "forward_roofline_ms"],
                "backward": ["backward_flops", "backward_bytes"],
                "optimizer": ["params", "param_tensors"],
                "train": ["params", "forward_flops", "forward_bytes", "backward_flops", "backward_bytes",
@@ -91,9 +93,10 @@ def kernel_set(kind, ours):
 def target_for(feature_set, mode="forward"):
     """The paper's sets predict time (we use its log, as trees and MLPs fit multiplicative structure better);
     ours, efficiency, blend and kernel predict the log of time over the mode's bound where one exists: in the forward
-    mode the roofline bound plus a kernel's startup (forward_kernel_bound_ms), so that the ratio of the smallest
+    modes the roofline bound plus a kernel's startup (forward_kernel_bound_ms), so that the ratio of the smallest
     kernels stays bounded and a tree cannot carry one tiny kernel's huge ratio over to a larger one."""
-    bounds = {"forward": "forward_kernel_bound_ms", "train": "train_roofline_ms"}
+    bounds = {"forward": "forward_kernel_bound_ms", "train_forward": "forward_kernel_bound_ms",
+              "train": "train_roofline_ms"}
     if feature_set in ("ours", "efficiency", "blend", "kernel") and mode in bounds:
         return f"log_ms_over:{bounds[mode]}"
     return "log_ms"

@@ -19,17 +19,20 @@ namespace prenet {
 enum class TimeBasis { exact, predicted, kernels, roofline };
 const char* to_string(TimeBasis basis);
 
+// forward_ms: the forward pass alone (no autograd); step_forward_ms: the same pass inside a training step, where
+// autograd records what the backward pass needs (on a CPU a tenth to a half longer for small layers, data/cpu).
 struct LayerTime {
-    double forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
-    TimeBasis forward_basis = TimeBasis::exact, backward_basis = TimeBasis::exact,
-              optimizer_basis = TimeBasis::exact;
-    double step_ms() const { return forward_ms + backward_ms + optimizer_ms; }
+    double forward_ms = 0, step_forward_ms = 0, backward_ms = 0, optimizer_ms = 0;
+    TimeBasis forward_basis = TimeBasis::exact, step_forward_basis = TimeBasis::exact,
+              backward_basis = TimeBasis::exact, optimizer_basis = TimeBasis::exact;
 };
 
 // Times of `configs` (any kinds) on `gpu` with `optimizer` (see prenet/optimizer.hpp). Rules, per part:
 // (a predicted time of a kind whose FLOPs no algorithm undercuts, LayerKind::flops_bound_time, is never below
 // those FLOPs at the GPU's fp32 peak)
 //  forward    the bundle's (kind, "forward") predictor; else the kind's forward_kernels; else its roofline bound.
+//  step forward  the bundle's (kind, "train_forward") predictor (the forward timed inside training steps); else
+//             the forward.
 //  backward   the bundle's (kind, "backward") predictor; else the forward times of the kind's backward_kernels;
 //             else the backward of its forward_kernels; else (a memory-bound kind) its forward time scaled by
 //             backward_bytes / forward_bytes.

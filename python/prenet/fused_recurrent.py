@@ -1,18 +1,23 @@
 """Recurrent layers (torch.nn.RNN, LSTM, GRU) and fused cells (torch.nn.LSTMCell, GRUCell) as each device runs
-them. On the CPU PyTorch runs a layer as a loop of operators, a handful per step, each dispatched on its own, and a
-cell as a dozen operators; on a GPU it makes one call to cuDNN for a layer, whose kernels (one GEMM projecting the
-inputs of every step, then per step a GEMM of the hidden state and a fused cell) are those of the native recurrent
-kinds (cpp/src/kinds/recurrent.cpp), and one for the backward pass; a cell is two products and one fused pointwise
-kernel forward (aten/src/ATen/native/RNN.cpp, its CUDA branch: `_thnn_fused_lstm_cell`, `_thnn_fused_gru_cell`),
-the fused kernel's backward and the products' gradients backward.
+them. On the CPU PyTorch runs a layer as aten's layer operator (`lstm.input`, `gru.input`, `rnn_tanh.input`,
+`rnn_relu.input`; `.data` for a packed sequence), a loop of operators inside, a handful per step, and a cell as a dozen operators; on a GPU it makes
+one call to cuDNN for a layer, whose kernels (one GEMM projecting the inputs of every step, then per step a GEMM of
+the hidden state and a fused cell) are those of the native recurrent kinds (cpp/src/kinds/recurrent.cpp), and one
+for the backward pass; a cell is two products and one fused pointwise kernel forward (aten/src/ATen/native/RNN.cpp,
+its CUDA branch: `_thnn_fused_lstm_cell`, `_thnn_fused_gru_cell`), the fused kernel's backward and the products'
+gradients backward.
 
-Traced, each layer or cell runs within a boundary (a torch.autograd.Function) that records both: the CPU's
-operators, forward and backward, marked runs_on="cpu", and the GPU's operators, marked "cuda": for a layer one
-each way as cuDNN's (`_cudnn_rnn`, `_cudnn_rnn_backward`), whose arguments give its configuration; for a cell its
-products (costed as any matrix product, in fp32 unless TF32 matmuls are asked for: they are not cuDNN's) and its
-fused kernels (costed by their traffic). The costing keeps the ones of the device it costs for (prenet.estimate).
-A packed sequence is recorded as the steps cuDNN runs over its mean batch. LSTMs with projections keep their
-operators on every device (not modelled here), as does torch.nn.RNNCell, which has no fused kernel.
+Traced, each layer or cell runs within a boundary (a torch.autograd.Function) that records both devices' operators:
+for a layer, the CPU's layer operator once each way (the backward phase's: autograd's gradients of its loop), marked
+runs_on="cpu", and cuDNN's call each way (`_cudnn_rnn`, `_cudnn_rnn_backward`), marked "cuda", all with arguments
+that give its configuration: the CPU's operator is costed whole, as the CPU set times the layer (its loop of small
+operators, each costed by its own kind, came to three quarters of a layer's measured forward,
+bench/cpu_recurrent_composition.py); for a cell, the CPU's operators, forward and backward, marked "cpu", and
+the GPU's products (costed as any matrix product, in fp32 unless TF32 matmuls are asked for: they are not cuDNN's)
+and fused kernels (costed by their traffic), marked "cuda". The costing keeps the ones of the device it costs for
+(prenet.estimate). A packed sequence is recorded as the steps cuDNN runs over its mean batch. LSTMs with
+projections keep their operators on every device (not modelled here), as does torch.nn.RNNCell, which has no fused
+kernel.
 """
 import contextlib
 
@@ -22,6 +27,9 @@ ARGUMENTS = ("input_size", "hidden_size", "num_layers", "bidirectional", "bias",
 # torch's RNNBase.mode -> layer kind of the native table (a ReLU RNN costs what a tanh RNN does).
 KINDS = {"RNN_TANH": "rnn", "RNN_RELU": "rnn", "LSTM": "lstm", "GRU": "gru"}
 FORWARD, BACKWARD = "_cudnn_rnn.default", "_cudnn_rnn_backward.default"
+# torch's RNNBase.mode -> the CPU's layer operator (aten; overload "input", "data" for a packed sequence), recorded
+# in both phases.
+CPU_OPERATORS = {"RNN_TANH": "rnn_tanh", "RNN_RELU": "rnn_relu", "LSTM": "lstm", "GRU": "gru"}
 
 
 def arguments_of(layer):
@@ -39,15 +47,16 @@ def configuration(arguments, shape):
     return kind, {"batch": batch, "seq_len": steps, **config}
 
 
-def _record(recorder, phase, label, ops, dtype, module_input=None):
-    """Appends `ops`, (name, input shapes, output shapes, arguments or None for tensors only), as the GPU's."""
+def _record(recorder, phase, label, ops, dtype, module_input=None, runs_on="cuda"):
+    """Appends `ops`, (name, input shapes, output shapes, arguments or None for tensors only), as the ops of the
+    device `runs_on` names."""
     from .op_trace import TENSOR, Op, dtype_names
 
     dtype = dtype_names[dtype]
     for name, inputs, outputs, arguments in ops:
         recorder.ops.append(Op(phase, name, inputs, outputs, arguments or [TENSOR] * len(inputs), label, dtype,
                                [dtype] * len(inputs), [dtype] * len(outputs), False,
-                               module_input if phase == "forward" else None, "cuda"))
+                               module_input if phase == "forward" else None, runs_on))
 
 
 # torch.nn cell class -> (weight blocks per hidden unit, the CUDA fused kernel forward and backward, the workspace
@@ -93,8 +102,18 @@ def _gpu_ops(layer, phase, shape, input_grad=False, state_grad=False, new_state=
     """The operators a GPU runs for `layer` on an input of `shape` (as cuDNN takes it, _cudnn_shape) in `phase`."""
     if _cell_traits(layer):
         return _cell_ops(layer, phase, shape, input_grad, state_grad, new_state)
-    output = (*shape[:-1], layer.hidden_size * (2 if layer.bidirectional else 1))
-    return [(FORWARD if phase == "forward" else BACKWARD, [shape], [output], arguments_of(layer))]
+    return [(FORWARD if phase == "forward" else BACKWARD, [shape], [_output_shape(layer, shape)], arguments_of(layer))]
+
+
+def _cpu_layer_op(layer, shape, packed):
+    """The CPU's one operator of a recurrent layer (not a cell) on an input of `shape` (_cudnn_shape), `packed` or
+    not, either phase."""
+    name = f"{CPU_OPERATORS[layer.mode]}.{'data' if packed else 'input'}"
+    return [(name, [shape], [_output_shape(layer, shape)], arguments_of(layer))]
+
+
+def _output_shape(layer, shape):
+    return (*shape[:-1], layer.hidden_size * (2 if layer.bidirectional else 1))
 
 
 def _cudnn_shape(layer, input):
@@ -128,16 +147,20 @@ def _boundary():
         device)."""
 
         @staticmethod
-        def forward(ctx, run, layer, label, recorder, shape, states, x, *tensors):
+        def forward(ctx, run, layer, label, recorder, shape, packed, states, x, *tensors):
             ctx.set_materialize_grads(False)
             with _marked(recorder, paused=True):  # the boundary's own operators are no layer's
                 inner = [t.detach().requires_grad_(t.requires_grad) for t in (x, *tensors[:states])]
-            with _marked(recorder, runs_on="cpu"), torch.enable_grad():
+            whole = _cell_traits(layer) is None  # a layer: its loop is the CPU's one operator, recorded as such
+            with _marked(recorder, paused=whole, runs_on="cpu"), torch.enable_grad():
                 outputs = run(inner[0], _state(layer, inner[1:]))
+            if whole:
+                _record(recorder, "forward", label, _cpu_layer_op(layer, shape, packed), outputs[0].dtype, shape,
+                        "cpu")
             _record(recorder, "forward", label, _gpu_ops(layer, "forward", shape, new_state=not states),
                     outputs[0].dtype, shape)
             ctx.inner, ctx.outputs, ctx.weights = inner, outputs, tensors[states:]
-            ctx.layer, ctx.label, ctx.recorder, ctx.shape = layer, label, recorder, shape
+            ctx.layer, ctx.label, ctx.recorder, ctx.shape, ctx.packed = layer, label, recorder, shape, packed
             with _marked(recorder, paused=True):
                 return tuple(t.detach() for t in outputs)
 
@@ -147,15 +170,19 @@ def _boundary():
             sources = [*ctx.inner, *ctx.weights]
             wanted = [t for t in sources if t.requires_grad]
             # the gradients themselves, none accumulated here (autograd does that with those returned)
-            with _marked(ctx.recorder, runs_on="cpu"):
+            whole = _cell_traits(ctx.layer) is None
+            with _marked(ctx.recorder, paused=whole, runs_on="cpu"):
                 found = torch.autograd.grad([t for t, _ in pairs], wanted, [g for _, g in pairs],
                                             allow_unused=True) if pairs and wanted else [None] * len(wanted)
+            if whole:
+                _record(ctx.recorder, "backward", ctx.label, _cpu_layer_op(ctx.layer, ctx.shape, ctx.packed),
+                        ctx.outputs[0].dtype, runs_on="cpu")
             x, states = ctx.inner[0], ctx.inner[1:]
             _record(ctx.recorder, "backward", ctx.label,
                     _gpu_ops(ctx.layer, "backward", ctx.shape, x.requires_grad, any(t.requires_grad for t in states)),
                     ctx.outputs[0].dtype)
             by_source = dict(zip(map(id, wanted), found))
-            return (None, None, None, None, None, None, *(by_source.get(id(t)) for t in sources))
+            return (None,) * 7 + tuple(by_source.get(id(t)) for t in sources)
 
     return Boundary
 
@@ -227,8 +254,8 @@ def fused_recurrent_layers(named_modules, recorder):
 
             states = [] if hx is None else list(hx) if isinstance(hx, tuple) else [hx]
             weights = [layer.weight_ih, layer.weight_hh, layer.bias_ih, layer.bias_hh] if cell else layer._flat_weights
-            outputs = boundary.apply(run, layer, label, recorder, _cudnn_shape(layer, input), len(states), x,
-                                     *states, *(w for w in weights if w is not None))
+            outputs = boundary.apply(run, layer, label, recorder, _cudnn_shape(layer, input), packed, len(states),
+                                     x, *states, *(w for w in weights if w is not None))
             if cell:
                 return outputs if len(outputs) > 1 else outputs[0]
             return as_given(outputs[0]), _state(layer, list(outputs[1:]))

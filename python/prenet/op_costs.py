@@ -7,6 +7,7 @@ is costed by the elements it reads and writes and listed as such, never dropped.
 import math
 from dataclasses import dataclass
 
+from .fused_recurrent import CPU_OPERATORS, configuration
 from .op_trace import TENSOR
 
 # Operators that only make views, allocate or read metadata: no kernel runs (the dispatcher is still paid on the host).
@@ -253,13 +254,12 @@ FUSED_ATTENTION = ("_scaled_dot_product_flash_attention", "_scaled_dot_product_e
                    "_scaled_dot_product_cudnn_attention", "_scaled_dot_product_flash_attention_for_cpu")
 
 
-def recurrent(part):
-    """A recurrent layer as cuDNN runs it (prenet.fused_recurrent): its kind, configured from the operator's
-    arguments and its input's shape ((batch, steps, features) batch first, else (steps, batch, features))."""
-    from .fused_recurrent import configuration
-
+def recurrent(part=None):
+    """A recurrent layer as one operator (prenet.fused_recurrent: cuDNN's call each way, or the CPU's layer operator,
+    of the `part` its phase is where `part` is None): its kind, configured from the operator's arguments and its
+    input's shape ((batch, steps, features) batch first, else (steps, batch, features))."""
     def rule(op):
-        return Work(*configuration(op.arguments, op.inputs[0]), part)
+        return Work(*configuration(op.arguments, op.inputs[0]), part or op.phase)
     return rule
 
 
@@ -296,6 +296,7 @@ RULES = {
     "add": add, "add_": add,
     "embedding": embedding, "embedding_dense_backward": embedding_backward,
     "_cudnn_rnn": recurrent("forward"), "_cudnn_rnn_backward": recurrent("backward"),
+    **{name: recurrent() for name in CPU_OPERATORS.values()},
     "index_select": gathered, "gather": gathered, "_embedding_bag": embedding_bag,
     "nll_loss_forward": nll_loss, "nll_loss_backward": nll_loss_backward,
     "_embedding_bag_forward_only": embedding_bag,

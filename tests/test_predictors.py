@@ -1,5 +1,6 @@
 """Training of per-kind predictors and their native evaluation: the native path must agree with Python."""
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -45,11 +46,29 @@ def test_native_predictions_agree_with_python(family, layer_norm_rows, tmp_path)
     training.export_bundle(tmp_path, [result], {"data": "test"})
     bundle = core().PredictorBundle(str(tmp_path))
     x = training.model_inputs("layer_norm", layer_norm_rows, result["features"])
-    python_ms = training.to_ms("layer_norm", layer_norm_rows, result["target"], result["model"].predict(x))
+    python_ms = training.to_ms("layer_norm", layer_norm_rows, result["target"], training.clipped_targets(result, x))
     for gpu, rows in layer_norm_rows.groupby("gpu").indices.items():
         configs = layer_norm_rows.iloc[rows][["batch", "normalized_shape"]].to_dict("records")
         native_ms = np.array(bundle.predict("layer_norm", "forward", configs, native_catalog(), gpu))
         np.testing.assert_allclose(native_ms, python_ms[rows], rtol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["linear", "mlp"])
+def test_a_ratio_predictor_is_held_within_the_ratios_it_was_fitted_on(family, layer_norm_rows, tmp_path):
+    """A family that extrapolates (a line, an MLP) is held within the least and largest time over bound of its
+    training rows, in Python's scores and natively alike, so a layer far beyond the data keeps a sane efficiency."""
+    result = training.fit_kind("layer_norm", layer_norm_rows, families=[family], sets=["ours"], mlp_epochs=2)[0]
+    low, high = result["target_range"]
+    fitted = training.target_values("layer_norm", layer_norm_rows, result["target"], "forward_ms")
+    assert fitted.min() <= low < high <= fitted.max()
+    training.export_bundle(tmp_path, [result], {"data": "test"})
+    assert json.loads((tmp_path / "manifest.json").read_text())["predictors"][0]["target_range"] == [low, high]
+    gpu = layer_norm_rows["gpu"].iloc[0]
+    huge = [{"batch": 2 ** 20, "normalized_shape": 2 ** 16}, {"batch": 1, "normalized_shape": 1}]
+    ms = core().PredictorBundle(str(tmp_path)).predict("layer_norm", "forward", huge, native_catalog(), gpu)
+    for config, time_ms in zip(huge, ms):
+        bound = core().layer_features("layer_norm", config, native_catalog(), gpu)[result["target"].split(":")[1]]
+        assert low - 1e-9 <= math.log(time_ms / bound) <= high + 1e-9, (config, time_ms, bound)
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +94,7 @@ def test_a_kernel_choosing_predictor_agrees_natively_and_picks_each_rows_kernel(
     picked = np.asarray(model.classes)[model.kernel_codes(x)]
     recorded = linear_rows["kernel"].where(linear_rows["kernel"].isin(classes), training.RARE_KERNELS)
     assert (picked == recorded).mean() > 1.5 * recorded.value_counts(normalize=True).iloc[0]
-    python_ms = training.to_ms("linear", linear_rows, result["target"], model.predict(x))
+    python_ms = training.to_ms("linear", linear_rows, result["target"], training.clipped_targets(result, x))
     bundle = core().PredictorBundle(str(tmp_path))
     keys = training.config_keys("linear", linear_rows)
     for gpu, rows in linear_rows.groupby("gpu").indices.items():
@@ -110,7 +129,7 @@ def test_a_blend_is_one_native_forest_between_its_two(family, layer_norm_rows, t
         assert splits and all(not names[i].startswith("gpu_") for i in splits)
     training.export_bundle(tmp_path, [result], {"data": "test"})
     bundle = core().PredictorBundle(str(tmp_path))
-    python_ms = training.to_ms("layer_norm", layer_norm_rows, result["target"], blended)
+    python_ms = training.to_ms("layer_norm", layer_norm_rows, result["target"], training.clipped_targets(result, x))
     for gpu, rows in layer_norm_rows.groupby("gpu").indices.items():
         configs = layer_norm_rows.iloc[rows][["batch", "normalized_shape"]].to_dict("records")
         native_ms = np.array(bundle.predict("layer_norm", "forward", configs, native_catalog(), gpu))
@@ -439,7 +458,7 @@ def test_dense_models_agree_when_device_figures_are_constant(family, tmp_path):
     configs = rows[["batch", "channels", "height", "width"]].astype(int).to_dict("records")
     native = np.array(core().PredictorBundle(str(tmp_path)).predict("batchnorm2d", "forward", configs, catalog, gpu))
     x = training.model_inputs("batchnorm2d", rows, result["features"])
-    python = training.to_ms("batchnorm2d", rows, result["target"], result["model"].predict(x))
+    python = training.to_ms("batchnorm2d", rows, result["target"], training.clipped_targets(result, x))
     np.testing.assert_allclose(native, python, rtol=1e-5)
 
 

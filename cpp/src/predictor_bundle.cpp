@@ -53,6 +53,20 @@ void load_models(const std::vector<std::function<void()>>& loads) {
     }
 }
 
+// A manifest entry's "target_range" ([least, largest]) for a predictor of `target`; throws std::invalid_argument
+// where it is not two ordered finite numbers or the target is not a ratio over a bound.
+std::pair<double, double> target_range(const nlohmann::json& range, const std::string& target) {
+    if (target.rfind(kLogOver, 0) != 0) {
+        throw std::invalid_argument("target_range is given for target '" + target + "', which is no ratio");
+    }
+    if (!range.is_array() || range.size() != 2 || !range.at(0).is_number() || !range.at(1).is_number() ||
+        !std::isfinite(range.at(0).get<double>()) || !std::isfinite(range.at(1).get<double>()) ||
+        range.at(0).get<double>() > range.at(1).get<double>()) {
+        throw std::invalid_argument("target_range is " + range.dump() + ", not [least, largest]");
+    }
+    return {range.at(0).get<double>(), range.at(1).get<double>()};
+}
+
 // The kernel classifier of a manifest entry's "kernel_classifier" ({"file", "features", "classes"}) for predictor
 // `p`, its model not yet read; throws std::invalid_argument where it does not fit the predictor's inputs.
 std::unique_ptr<KernelClassifier> kernel_classifier(const nlohmann::json& entry, const Predictor& p) {
@@ -181,6 +195,7 @@ PredictorBundle PredictorBundle::load(const std::string& folder, const std::stri
                 } else if (p.target != "log_ms") {
                     throw std::invalid_argument("unknown target '" + p.target + "'");
                 }
+                if (entry.contains("target_range")) p.target_range = target_range(entry.at("target_range"), p.target);
                 p.sources = resolve_inputs(names, find_layer_kind(p.kind));
                 if (entry.contains("kernel_classifier")) p.kernel = kernel_classifier(entry.at("kernel_classifier"), p);
             } catch (const std::invalid_argument& e) {
@@ -257,7 +272,9 @@ std::vector<double> PredictorBundle::predict_ms(const std::string& kind, const s
     std::vector<double> ms(configs.size());
     for (std::size_t i = 0; i < configs.size(); ++i) {
         const auto row = static_cast<Eigen::Index>(i);
-        ms[i] = std::exp(raw[row]) * (relative ? inputs(row, columns) : 1.0);  // undo the target's log transform
+        const double target = p.target_range ? std::clamp(raw[row], p.target_range->first, p.target_range->second)
+                                             : raw[row];
+        ms[i] = std::exp(target) * (relative ? inputs(row, columns) : 1.0);  // undo the target's log transform
     }
     return ms;
 }

@@ -88,6 +88,29 @@ TEST_F(BundleTest, MlpWithReluAndRelativeTarget) {
     EXPECT_NEAR(ms[1], std::exp(14.5) * 224, 1e-6 * std::exp(14.5) * 224);
 }
 
+TEST_F(BundleTest, ARatioTargetIsHeldWithinTheRangeItWasFittedOn) {
+    // The MLP above (2.5 at batch 2, 14.5 at batch 8), its targets held within [1, 3]; a time target has no range.
+    const auto with_range = [&](const std::string& target, const std::string& range) {
+        std::string text = manifest(R"(["batch"])", "mlp", target);
+        text.insert(text.rfind("}]"), R"(, "target_range": )" + range);  // into the predictor's entry
+        write("manifest.json", text);
+    };
+    write("m.json", R"({"mean": [1], "scale": [1], "layers": [{"weight": [[1], [-1]], "bias": [0, 0]},
+                                                          {"weight": [[2, 3]], "bias": [0.5]}]})");
+    with_range("log_ms_over:forward_flops", "[1, 3]");
+    const auto ms = prenet::PredictorBundle::load(folder_.string())
+                        .predict_ms("linear", "forward", linear_configs(), gpu(), "sgd");
+    EXPECT_NEAR(ms[0], std::exp(2.5) * 56, 1e-9);  // within: as predicted
+    EXPECT_NEAR(ms[1], std::exp(3.0) * 224, 1e-9);  // beyond: at the largest ratio fitted
+    with_range("log_ms_over:forward_flops", "[3, 1]");
+    EXPECT_NE(load_error().find("target_range is [3,1], not [least, largest]"), std::string::npos) << load_error();
+    with_range("log_ms_over:forward_flops", "[1]");
+    EXPECT_NE(load_error().find("not [least, largest]"), std::string::npos) << load_error();
+    with_range("log_ms", "[1, 3]");
+    EXPECT_NE(load_error().find("target_range is given for target 'log_ms', which is no ratio"), std::string::npos)
+        << load_error();
+}
+
 TEST_F(BundleTest, RowsArePlacedWithinTheFittedRangesTheManifestRecords) {
     // log(ms) = batch / 64: the model sees the placed batch, 64 samples of 64 rows for 4,096 rows of one sample.
     const std::string ranges = R"({"fitted_on": {"ranges": {"linear": {"batch": [1, 512], "seq_len": [1, 502]}}}, )";

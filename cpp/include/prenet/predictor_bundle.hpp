@@ -5,6 +5,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,6 +47,9 @@ struct Predictor {
     std::string family;
     std::vector<std::string> features;  // native feature names, or "gpu=<name>" / "optimizer=<name>" indicators
     std::string target;    // "log_ms", or "log_ms_over:<feature>" (the log of time divided by that feature)
+    // A log_ms_over target's least and largest value in the data it was fitted on (manifest "target_range"), which
+    // its predictions are held within: no family extrapolates an efficiency beyond those it saw.
+    std::optional<std::pair<double, double>> target_range;
     std::unique_ptr<Regressor> model;
     std::unique_ptr<KernelClassifier> kernel;  // where the inputs name kernels (manifest "kernel_classifier")
     // The features' sources, then (for a log_ms_over target) the divisor's: resolved once, at load.

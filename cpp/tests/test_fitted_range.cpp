@@ -56,4 +56,19 @@ TEST(WithinFittedRows, ConfigurationsWithinOrBeyondEverySplitAreLeftAlone) {
               layer_norm(4096, 1).values());
 }
 
+TEST(WithinFittedRows, AnElementwiseOperatorsElementsAreSplitAndASoftmaxsRowsKeepTheirLength) {
+    // The trace gives an activation its elements as one row; the CPU set's ReLUs hold up to 3,951 rows of 15,546.
+    const prenet::ParameterRanges relu_ranges = {{"batch", {1, 3951}}, {"seq_len", {1, 1}}, {"features", {1, 15546}}};
+    const auto one_row = [](const char* kind) {
+        return prenet::find_layer_kind(kind).configure({{"batch", 1}, {"features", 1 << 21}});
+    };
+    for (const char* kind : {"relu", "gelu", "tanh", "sigmoid", "silu", "add"}) {
+        const auto placed = prenet::within_fitted_rows(one_row(kind), relu_ranges);
+        // sqrt(2^21) = 1448.2, no divisor within 64 of it: 1448 x 1448, short by less than one row
+        EXPECT_EQ(placed["batch"], 1448) << kind;
+        EXPECT_NEAR(static_cast<double>(placed["batch"] * placed["features"]), 1 << 21, placed["batch"]) << kind;
+    }
+    EXPECT_EQ(prenet::within_fitted_rows(one_row("softmax"), relu_ranges).values(), one_row("softmax").values());
+}
+
 }  // namespace

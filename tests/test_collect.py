@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from prenet.collect import COLUMNS, Harness, collect
-from prenet.sampling import SAMPLERS, sample_config
+from prenet.sampling import MODEL_CHANNELS, MODEL_MAPS, SAMPLERS, sample_config
 
 
 def test_sampler_is_deterministic_and_within_budget():
@@ -19,8 +19,43 @@ def test_sampler_is_deterministic_and_within_budget():
         assert first != [sample_config(kind, i, seed=4) for i in range(20)]
     sizes = [sample_config("conv2d", i)["height"] for i in range(300)]
     assert min(sizes) < 16 and max(sizes) > 128, "log-uniform sizes span small and large inputs"
-    with pytest.raises(ValueError, match="unknown harness kind 'conv3d'"):
+    with pytest.raises(ValueError, match="the wide profile has no harness kind 'conv3d'; it has: linear, conv2d"):
         sample_config("conv3d", 0)
+
+
+def test_the_models_profile_draws_convolutions_as_cnns_build_them_and_the_wide_profile_is_unchanged(tmp_path,
+                                                                                                       monkeypatch,
+                                                                                                       run_prenet):
+    from prenet.datasets import cpu_folder
+
+    drawn = [sample_config("conv2d", i, profile="models") for i in range(300)]
+    assert drawn == [sample_config("conv2d", i, profile="models") for i in range(300)]
+    assert drawn != [sample_config("conv2d", i) for i in range(300)]
+    for config in drawn:
+        assert config["in_channels"] in (3, *MODEL_CHANNELS) and config["out_channels"] in MODEL_CHANNELS
+        assert config["padding"] == config["kernel_size"] // 2 and config["height"] in MODEL_MAPS
+        assert config["groups"] in (1, config["in_channels"])
+    assert 0 < sum(config["groups"] > 1 for config in drawn) < 100  # depthwise convolutions, as MobileNets run
+    # the packaged set's rows, drawn by the wide profile before profiles existed, are drawn the same still
+    rows = pd.read_csv(cpu_folder() / "conv2d.csv").head(5)
+    for _, row in rows.iterrows():
+        config = sample_config("conv2d", int(row["sample"]))
+        assert all(int(row[key]) == value for key, value in config.items() if key != "optimizer"), config
+        assert row["optimizer"] == config["optimizer"]
+    with pytest.raises(ValueError, match="the models profile has no harness kind 'add'; it has: conv2d"):
+        sample_config("add", 0, profile="models")
+    with pytest.raises(ValueError, match="unknown sampling profile 'narrow'; known: wide, models"):
+        sample_config("conv2d", 0, profile="narrow")
+    use_stub_harness(tmp_path, monkeypatch)
+    out = tmp_path / "conv2d.csv"
+    result = run_prenet("collect", "--kind", "conv2d", "--samples", "4", "--out", str(out), "--profile", "models",
+                        "--no-progress")
+    assert result.returncode == 0, result.stderr
+    written = pd.read_csv(out)
+    assert written["in_channels"].tolist() == [sample_config("conv2d", i, profile="models")["in_channels"]
+                                               for i in range(4)]
+    result = run_prenet("collect", "--kind", "all", "--samples", "4", "--out", str(tmp_path), "--profile", "models")
+    assert result.returncode != 0 and "--profile name one kind's samples" in result.stderr
 
 
 @pytest.mark.parametrize("kind", sorted(SAMPLERS))
@@ -132,7 +167,7 @@ def test_chosen_samples_are_timed_again_and_the_rest_kept(tmp_path, monkeypatch,
     assert result.returncode == 0 and "1 configurations of add written" in result.stdout
     assert sorted(pd.read_csv(out)["sample"]) == list(range(8))
     result = run_prenet("collect", "--kind", "all", "--samples", "8", "--out", str(tmp_path), "--again", "2-4")
-    assert result.returncode != 0 and "--again names samples of one kind's file" in result.stderr
+    assert result.returncode != 0 and "--again and --profile name one kind's samples" in result.stderr
     result = run_prenet("collect", "--kind", "add", "--samples", "8", "--out", str(out), "--again", "two")
     assert result.returncode != 0 and "'two' is not a range of sample indices" in result.stderr
 

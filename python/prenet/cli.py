@@ -226,13 +226,13 @@ def _collect(args):
 
     options = dict(device=args.device, seed=args.seed, threads=args.threads, timeout=args.timeout,
                    max_minutes=args.max_minutes, progress=not args.no_progress)
-    if args.kind == "all" and args.again:
-        raise SystemExit("prenet collect: --again names samples of one kind's file; give --kind KIND")
+    if args.kind == "all" and (args.again or args.profile != "wide"):
+        raise SystemExit("prenet collect: --again and --profile name one kind's samples; give --kind KIND")
     if args.kind == "all":
         written = collect_all(list(SAMPLERS), args.samples, args.out, **options)
         print(json.dumps(written))
     else:
-        written = collect(args.kind, args.samples, args.out, again=args.again or (), **options)
+        written = collect(args.kind, args.samples, args.out, again=args.again or (), profile=args.profile, **options)
         print(f"{written} configurations of {args.kind} written to {args.out}")
 
 
@@ -285,6 +285,8 @@ def parser():
     c.add_argument("--max-minutes", type=float, help="stop cleanly after this long (resume later)")
     c.add_argument("--again", nargs="+", type=_sample_range, metavar="FIRST-LAST",
                    help="drop these samples' rows from the file and time them again (one kind)")
+    c.add_argument("--profile", default="wide", choices=["wide", "models"],
+                   help="sampling profile: wide (default, every kind) or models (convolutions as CNNs build them)")
     c.add_argument("--no-progress", action="store_true")
     c.set_defaults(run=_collect)
     e = sub.add_parser("predict", help="predicted training time of a model: per step and per epoch")

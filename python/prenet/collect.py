@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from .progress import progress_bar
-from .sampling import SAMPLERS, sample_config
+from .sampling import PROFILES, sample_config
 
 # Configuration keys of every harness kind, in column order (the union of what the samplers draw).
 CONFIG_COLUMNS = ["batch", "seq_len", "in_features", "out_features", "activation", "in_channels", "out_channels",
@@ -140,12 +140,13 @@ def _drop_samples(path, dropped):
 
 
 def collect(kind, samples, out, device="cpu", seed=0, threads=None, timeout=300.0, max_minutes=None,
-            progress=True, harness_args=(), again=()):
+            progress=True, harness_args=(), again=(), profile="wide"):
     """Times configurations 0..samples-1 of `kind` into the CSV file `out`; returns rows written this run.
     `again`: (first, last) ranges of sample indices whose rows are dropped from `out` and timed again (as when
-    the machine was found to have changed speed while they were collected)."""
-    if kind not in SAMPLERS:
-        raise ValueError(f"unknown harness kind '{kind}'; known: {', '.join(SAMPLERS)}")
+    the machine was found to have changed speed while they were collected); `profile`: the sampling profile
+    (prenet.sampling.PROFILES)."""
+    if profile not in PROFILES or kind not in PROFILES[profile]:
+        sample_config(kind, 0, profile=profile)  # raises the ValueError that names what is known
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
     for first, last in again:
@@ -168,12 +169,13 @@ def collect(kind, samples, out, device="cpu", seed=0, threads=None, timeout=300.
         if not pending:
             return 0
         return _run(kind, pending, samples, len(done), out, device, seed, threads, timeout, max_minutes, progress,
-                    harness_args)
+                    harness_args, profile)
     finally:
         lock.close()
 
 
-def _run(kind, pending, samples, already, out, device, seed, threads, timeout, max_minutes, progress, harness_args):
+def _run(kind, pending, samples, already, out, device, seed, threads, timeout, max_minutes, progress, harness_args,
+         profile="wide"):
     harness = Harness(device, threads, harness_args)
     environment = {k: harness.environment.get(k, "") for k in ENVIRONMENT_COLUMNS}
     deadline = time.monotonic() + 60 * max_minutes if max_minutes else None
@@ -187,7 +189,7 @@ def _run(kind, pending, samples, already, out, device, seed, threads, timeout, m
             for index in pending:
                 if deadline and time.monotonic() > deadline:
                     break
-                config = sample_config(kind, index, seed=seed, device=device)
+                config = sample_config(kind, index, seed=seed, device=device, profile=profile)
                 row = result_row(kind, index, config, environment, harness.time(index, kind, config, timeout))
                 f.write(_csv_line(row))
                 f.flush()

@@ -103,16 +103,25 @@ def cpu_folder():
     return Path(os.environ.get("PRENET_CPU_DATA", default))
 
 
-def load_cpu(folder=None):
-    """{native kind: DataFrame} of our CPU set: successful rows only, configuration keys, `gpu` (the host's
-    catalog name), `optimizer` and one column per mode. The harness's `activation` rows become the native
-    activation kinds (relu, gelu, tanh, sigmoid, silu); `linear` keeps its rows without a fused activation
-    (those with one are a linear plus an activation kernel, which the native table times separately)."""
+def cpu_folders(folder=None):
+    """The folders of our CPU set: `folder` (default cpu_folder()), and beside it `<its name>_models` where that
+    exists: rows drawn by the sampler's "models" profile (prenet.sampling; convolutions as CNNs build them)."""
     folder = Path(folder) if folder else cpu_folder()
-    if not sorted(folder.glob("*.csv")):
-        raise FileNotFoundError(f"no CPU layer data (<kind>.csv) in {folder}; collect it with `prenet collect` "
+    models = folder.with_name(f"{folder.name}_models")
+    return [folder] + ([models] if models.is_dir() else [])
+
+
+def load_cpu(folder=None):
+    """{native kind: DataFrame} of our CPU set (the rows of cpu_folders(folder) together): successful rows only,
+    configuration keys, `gpu` (the host's catalog name), `optimizer` and one column per mode. The harness's
+    `activation` rows become the native activation kinds (relu, gelu, tanh, sigmoid, silu); `linear` keeps its
+    rows without a fused activation (those with one are a linear plus an activation kernel, which the native table
+    times separately)."""
+    folders = cpu_folders(folder)
+    if not sorted(folders[0].glob("*.csv")):
+        raise FileNotFoundError(f"no CPU layer data (<kind>.csv) in {folders[0]}; collect it with `prenet collect` "
                                 "or set PRENET_CPU_DATA")
-    return load_harness_rows([folder])
+    return load_harness_rows(folders)
 
 
 def collection_folders(data, device_folder):

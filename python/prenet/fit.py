@@ -53,7 +53,7 @@ def load_data(name):
             f"NeuSight operator latencies (MIT licence), {datasets.neusight_folder()}, as device time: each latency "
             "less its measuring host's launch gap (data/gpu_launch_gaps.json)")
     if name == "cpu":
-        return datasets.load_cpu(), f"prenet CPU layer timings, {datasets.cpu_folder()}"
+        return datasets.load_cpu(), f"prenet CPU layer timings, {', '.join(map(str, datasets.cpu_folders()))}"
     raise ValueError(f"unknown data set {name!r}; known: {', '.join(DATA_SETS)}")
 
 

@@ -108,6 +108,19 @@ SETS = {"models": (CASES, "validate_cpu.md", "Whole-model validation on this mac
                          "Convolutions of the general kind (implicit GEMM) on this machine's CPU")}
 
 
+def reference_matmul_ms(repeats=50):
+    """Median milliseconds of a 512x512 fp32 matrix product on one thread: the machine's speed when the cases ran
+    (this virtual machine runs stretches 1.2-1.7 times slower, data/README.md), printed in the report."""
+    torch.set_num_threads(1)
+    a, b = torch.randn(512, 512), torch.randn(512, 512)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        times.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(times)
+
+
 def percentile_90(errors):
     """The 90th percentile of `errors` by nearest rank, as this report and bench/calibration_spread.py take it."""
     ordered = sorted(errors)
@@ -154,6 +167,7 @@ def main(argv=None):
             os.environ["PRENET_CACHE"] = tempfile.mkdtemp(prefix="prenet-uncalibrated-")  # no calibration there
         else:
             calibration = host_calibration.load() or host_calibration.load(host_calibration.calibrate())
+    speed_before = reference_matmul_ms()
     for name, factory, inputs, batches in cases:
         for batch in batches:
             model = factory()
@@ -168,6 +182,9 @@ def main(argv=None):
             rows.append(f"| {name} | {batch} | {measured.epoch_seconds:.3f} ({measured.epoch_min_seconds:.3f}-"
                         f"{measured.epoch_max_seconds:.3f}) | {estimate.epoch_seconds:.3f} | {100 * error:.1f}% |")
             print(rows[-1], flush=True)
+    speed = (f"This machine's speed: a 512x512 fp32 matrix product (one thread) took {speed_before:.2f} ms before the "
+             f"cases and {reference_matmul_ms():.2f} ms after (2.6 ms as usual on 2026-11-26, 3.1 ms in a slow "
+             "spell).")
     errors.sort()
     command_tail = ((" --keep-memory" if args.keep_memory else "") +
                     (f" --other-host{' --uncalibrated' if args.uncalibrated else ''} --out {args.out}"
@@ -188,7 +205,7 @@ def main(argv=None):
                                                  "; the C library's default allocator") + "); predicted: " +
         (f"`prenet.predict(gpu=\"{host}\", bundle=...)` with CPU predictors fitted on this CPU's own layer data "
          f"({args.bundle}; host costs: {os.environ.get('PRENET_HOST_COSTS', 'the packaged ones')})." if args.bundle else
-         "`prenet.predict(gpu=\"cpu\")` with the packaged CPU predictors."), "", *on_this_cpu,
+         "`prenet.predict(gpu=\"cpu\")` with the packaged CPU predictors."), "", speed, "", *on_this_cpu,
         f"Median error {100 * statistics.median(errors):.1f}%, 90th percentile {100 * p90:.1f}% over {len(errors)} "
         "cases" + (" (targets: 10% and 20%)." if args.set == "models" else "."), "",
         "| model | batch | measured epoch s (min-max) | predicted s | error |", "| --- | --- | --- | --- | --- |",

@@ -86,8 +86,8 @@ void bind_predictor(py::module_& m) {
              "(kernels on 2-byte tensors); "
              "issue_gap_ms: {kernel kind: host time in every latency learned for it}, taken off each kernel of "
              "that kind (device time only); with_cuda_core: also cuda_core_forward_ms, _step_forward_ms, "
-             "_backward_ms and _optimizer_ms, the times on CUDA cores (fp32_strict) of a layer the precision puts on tensor cores "
-             "(else the same times), predicted in the same batch")
+             "_backward_ms and _optimizer_ms, the times on CUDA cores (fp32_strict) of a layer the precision puts on "
+             "tensor cores (else the same times), predicted in the same batch")
         .def("update_ms",
              [](const prenet::PredictorBundle& b, const std::vector<double>& elements,
                 const prenet::GpuCatalog& catalog, const std::string& gpu, const std::string& optimizer,

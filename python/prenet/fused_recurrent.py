@@ -1,11 +1,11 @@
-"""Recurrent layers (torch.nn.RNN, LSTM, GRU) and fused cells (torch.nn.LSTMCell, GRUCell) as each device runs
-them. On the CPU PyTorch runs a layer as aten's layer operator (`lstm.input`, `gru.input`, `rnn_tanh.input`,
-`rnn_relu.input`; `.data` for a packed sequence), a loop of operators inside, a handful per step, and a cell as a dozen operators; on a GPU it makes
-one call to cuDNN for a layer, whose kernels (one GEMM projecting the inputs of every step, then per step a GEMM of
-the hidden state and a fused cell) are those of the native recurrent kinds (cpp/src/kinds/recurrent.cpp), and one
-for the backward pass; a cell is two products and one fused pointwise kernel forward (aten/src/ATen/native/RNN.cpp,
-its CUDA branch: `_thnn_fused_lstm_cell`, `_thnn_fused_gru_cell`), the fused kernel's backward and the products'
-gradients backward.
+"""Recurrent layers (torch.nn.RNN, LSTM, GRU) and fused cells (torch.nn.LSTMCell, GRUCell) as each device runs them. On
+the CPU PyTorch runs a layer as aten's layer operator (`lstm.input`, `gru.input`, `rnn_tanh.input`,
+`rnn_relu.input`; `.data` for a packed sequence), a loop of operators inside, a handful per step, and a cell as a
+dozen operators; on a GPU it makes one call to cuDNN for a layer, whose kernels (one GEMM projecting the inputs of
+every step, then per step a GEMM of the hidden state and a fused cell) are those of the native recurrent kinds
+(cpp/src/kinds/recurrent.cpp), and one for the backward pass; a cell is two products and one fused pointwise kernel
+forward (aten/src/ATen/native/RNN.cpp, its CUDA branch: `_thnn_fused_lstm_cell`, `_thnn_fused_gru_cell`), the fused
+kernel's backward and the products' gradients backward.
 
 Traced, each layer or cell runs within a boundary (a torch.autograd.Function) that records both devices' operators:
 for a layer, the CPU's layer operator once each way (the backward phase's: autograd's gradients of its loop), marked

@@ -8,14 +8,13 @@ row (held out); the whole-layer predictors were fitted on most of these rows, so
 fitting error (and, for the forward-alone one, the gap between a forward alone and one inside a training step).
 Usage: taskset -c 1 python bench/cpu_recurrent_composition.py [--rows 30] [--out bench/results/...md]"""
 import argparse
+import contextlib
 import csv
 import random
 import statistics
 import time
 import warnings
 from pathlib import Path
-
-import contextlib
 from unittest import mock
 
 import torch

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from .progress import progress_bar
-from .sampling import PROFILES, sample_config
+from .sampling import sample_config, sampler
 
 # Configuration keys of every harness kind, in column order (the union of what the samplers draw).
 CONFIG_COLUMNS = ["batch", "seq_len", "in_features", "out_features", "activation", "in_channels", "out_channels",
@@ -145,8 +145,7 @@ def collect(kind, samples, out, device="cpu", seed=0, threads=None, timeout=300.
     `again`: (first, last) ranges of sample indices whose rows are dropped from `out` and timed again (as when
     the machine was found to have changed speed while they were collected); `profile`: the sampling profile
     (prenet.sampling.PROFILES)."""
-    if profile not in PROFILES or kind not in PROFILES[profile]:
-        sample_config(kind, 0, profile=profile)  # raises the ValueError that names what is known
+    sampler(kind, profile)  # an unknown profile or kind fails before any file is touched
     if samples < 1:
         raise ValueError(f"samples must be >= 1, got {samples}")
     for first, last in again:

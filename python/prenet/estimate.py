@@ -318,8 +318,8 @@ def _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, c
     estimate (_device_times)."""
     import numpy as np
 
-    def runs_here(ops):  # a recurrent layer as this device runs it: the CPU's loop of operators, or cuDNN's one
-        # call (Op.runs_on)
+    def runs_here(ops):  # a recurrent layer or cell as this device runs it (Op.runs_on, prenet.fused_recurrent):
+        # the CPU's layer operator or a cell's operators, or cuDNN's calls
         return [op for op in ops if op.runs_on in ("", "cuda" if on_gpu else "cpu")]
 
     ops = runs_here(traced.ops_by_size[size])

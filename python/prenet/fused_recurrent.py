@@ -151,7 +151,8 @@ def _boundary():
             ctx.set_materialize_grads(False)
             with _marked(recorder, paused=True):  # the boundary's own operators are no layer's
                 inner = [t.detach().requires_grad_(t.requires_grad) for t in (x, *tensors[:states])]
-            whole = _cell_traits(layer) is None  # a layer: its loop is the CPU's one operator, recorded as such
+            # a layer, not a cell: its loop is the CPU's one operator, recorded as such each way
+            ctx.whole = whole = _cell_traits(layer) is None
             with _marked(recorder, paused=whole, runs_on="cpu"), torch.enable_grad():
                 outputs = run(inner[0], _state(layer, inner[1:]))
             if whole:
@@ -170,11 +171,10 @@ def _boundary():
             sources = [*ctx.inner, *ctx.weights]
             wanted = [t for t in sources if t.requires_grad]
             # the gradients themselves, none accumulated here (autograd does that with those returned)
-            whole = _cell_traits(ctx.layer) is None
-            with _marked(ctx.recorder, paused=whole, runs_on="cpu"):
+            with _marked(ctx.recorder, paused=ctx.whole, runs_on="cpu"):
                 found = torch.autograd.grad([t for t, _ in pairs], wanted, [g for _, g in pairs],
                                             allow_unused=True) if pairs and wanted else [None] * len(wanted)
-            if whole:
+            if ctx.whole:
                 _record(ctx.recorder, "backward", ctx.label, _cpu_layer_op(ctx.layer, ctx.shape, ctx.packed),
                         ctx.outputs[0].dtype, runs_on="cpu")
             x, states = ctx.inner[0], ctx.inner[1:]

@@ -149,20 +149,26 @@ def _native_keys():
     return {k["name"]: {p["name"] for p in k["parameters"]} for k in layer_kinds()}
 
 
-def sample_config(kind, index, seed=0, device="cpu", max_flops=None, profile="wide"):
-    """The configuration number `index` of `kind`: the same for the same (profile, seed, kind, index, device,
-    max_flops). `max_flops` lowers the device's forward-FLOP budget."""
+def sampler(kind, profile="wide"):
+    """The sampler of `kind` in `profile` (PROFILES); ValueError naming the known profiles or the profile's kinds."""
     if profile not in PROFILES:
         raise ValueError(f"unknown sampling profile '{profile}'; known: {', '.join(PROFILES)}")
     samplers = PROFILES[profile]
     if kind not in samplers:
         raise ValueError(f"the {profile} profile has no harness kind '{kind}'; it has: {', '.join(samplers)}")
+    return samplers[kind]
+
+
+def sample_config(kind, index, seed=0, device="cpu", max_flops=None, profile="wide"):
+    """The configuration number `index` of `kind`: the same for the same (profile, seed, kind, index, device,
+    max_flops). `max_flops` lowers the device's forward-FLOP budget."""
+    draw = sampler(kind, profile)
     device_flops, max_elements = BUDGETS["cuda" if device.startswith("cuda") else "cpu"]
     max_flops = min(device_flops, max_flops or device_flops)
     # the wide profile's seeds as they always were, so that its data sets draw the same configurations
     rng = random.Random(f"{seed}:{kind}:{index}" if profile == "wide" else f"{profile}:{seed}:{kind}:{index}")
     for _ in range(1000):
-        config = samplers[kind](rng)
+        config = draw(rng)
         flops, elements = _work(kind, config)
         if flops <= max_flops and elements <= max_elements:
             config["optimizer"] = rng.choice(OPTIMIZERS)

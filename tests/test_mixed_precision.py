@@ -57,6 +57,44 @@ def test_the_trace_replays_cuda_autocast_casts():
     assert all(p.dtype == torch.float32 and p.grad is None for p in model.parameters())
 
 
+PRODUCTS = ("mm", "addmm", "bmm", "baddbmm")
+
+
+@pytest.mark.parametrize("layer", [nn.MultiheadAttention(64, 4), nn.TransformerEncoderLayer(64, 4, 128)])
+def test_products_inside_pytorchs_attention_function_are_cast_as_cuda_autocast_casts_them(layer):
+    """nn.MultiheadAttention trains through F.multi_head_attention_forward, a Python function of other torch
+    functions; CUDA autocast casts at the dispatcher, so its projections and attention products run in the narrow
+    type (they had been traced in fp32: a mode does not see the calls a function it handles makes)."""
+    class Attend(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, x):
+            out = self.layer(x, x, x)[0] if isinstance(self.layer, nn.MultiheadAttention) else self.layer(x)
+            return out.sum(dim=-1)
+
+    ops = op_trace.trace_once(Attend(), torch.randn(10, 3, 64), autocast=True)
+    products = [op for op in ops if op.name.split(".")[0] in PRODUCTS]
+    # q k v in one product, q k^T, the weights times v, the output projection (and the feed-forward's two)
+    assert len([op for op in products if op.phase == "forward"]) >= 4
+    assert {op.dtype for op in products} == {"bfloat16"}
+    softmax = [op for op in ops if op.name.startswith("_softmax") and op.phase == "forward"]
+    assert [op.output_dtypes[0] for op in softmax] == ["float32"]  # autocast's float32 list, inside it too
+    assert all(p.dtype == torch.float32 for p in layer.parameters())
+
+
+def test_composites_that_hand_their_call_to_another_name_are_traced_once_under_autocast():
+    """F.max_pool2d is a flag's choice between two functions that hand their call back under F.max_pool2d's name:
+    run with the rules on, it would come back to itself without end; it runs as it is."""
+    model = nn.Sequential(nn.Conv2d(3, 8, 3), nn.MaxPool2d(2), nn.Dropout(0.1), nn.AdaptiveAvgPool2d(1),
+                          nn.Flatten(), nn.Linear(8, 4))
+    ops = op_trace.trace_once(model, torch.randn(2, 3, 16, 16), autocast=True)
+    forward = [op.name for op in ops if op.phase == "forward"]
+    assert forward.count("max_pool2d_with_indices.default") == 1 and forward.count("mean.dim") == 1
+    assert {op.dtype for op in ops if op.name.split(".")[0] in ("convolution", "addmm")} == {"bfloat16"}
+
+
 def test_traffic_counts_bytes_at_each_tensors_element_size():
     cast = Op("forward", "_to_copy.default", [(1000,)], [(1000,)], ["<tensor>"], "", "float32",
               ["float32"], ["bfloat16"])

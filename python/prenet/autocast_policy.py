@@ -7,7 +7,15 @@ them: the lists are those of PyTorch's documentation ("Automatic Mixed Precision
 behavior). Both float16 and bfloat16 use the same lists; the trace runs in bfloat16 (the CPU supports it), whose
 element size is float16's. As in CUDA autocast, the low-precision copy of a parameter is made once per step, and
 the backward pass runs outside the rules, in the dtypes the forward pass left.
+
+CUDA autocast casts at the dispatcher, so it reaches the operators inside composite functions too (the products of
+F.multi_head_attention_forward, which nn.MultiheadAttention and nn.TransformerEncoderLayer train with). A
+TorchFunctionMode is off while it handles a call, so the calls a Python-level composite makes would pass it by: such
+a function's body is run here with the rules on (COMPOSITE_MODULES, _unguarded).
 """
+import functools
+import types
+
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_map
@@ -20,6 +28,8 @@ LOWER_PRECISION = {
     # Whole recurrent layers (nn.LSTM, nn.GRU, nn.RNN call these): CUDA autocast casts cuDNN's RNN inputs and
     # weights to the low-precision type as well (aten/src/ATen/native/cudnn/AutocastRNN.cpp).
     "lstm", "gru", "rnn_tanh", "rnn_relu",
+    # PyTorch 2's fused attention (aten/src/ATen/autocast_mode.cpp lists it with the lower-precision kernels)
+    "scaled_dot_product_attention",
 }
 # Run in float32: low-precision floating inputs are cast up.
 FLOAT32 = {
@@ -37,10 +47,38 @@ PROMOTE = {"addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "grid_samp
            "tensordot"}
 
 TRACE_DTYPE = torch.bfloat16
+# Modules whose Python functions are composites of other torch functions, run with the rules on inside them.
+COMPOSITE_MODULES = ("torch.nn.functional", "torch.functional")
+# What such a function asks before handing a call to a mode or a tensor subclass (torch.overrides)
+HANDLER_CHECKS = ("has_torch_function", "has_torch_function_unary", "has_torch_function_variadic")
+# Tensors the rules apply to as they are: a subclass with a __torch_function__ of its own keeps its composites whole
+PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)
 
 
 def _floating(value):
     return isinstance(value, torch.Tensor) and value.is_floating_point() and value.dtype != torch.float64
+
+
+def _composite(func, types_):
+    """Whether `func` is a Python-level composite whose body is to run with the rules on (COMPOSITE_MODULES), on
+    plain tensors."""
+    return (isinstance(func, types.FunctionType) and func.__module__ in COMPOSITE_MODULES and
+            all(t in PLAIN_TENSORS for t in types_))
+
+
+def _no_handler(*_):
+    return False
+
+
+@functools.lru_cache(maxsize=None)
+def _unguarded(func):
+    """A copy of the Python function `func` whose checks for a __torch_function__ handler (HANDLER_CHECKS) answer
+    no, so that its body runs instead of handing the call back to the mode; made once per function, with the names
+    of its module as they were then."""
+    scope = {**func.__globals__, **{name: _no_handler for name in HANDLER_CHECKS}}
+    copy = types.FunctionType(func.__code__, scope, func.__name__, func.__defaults__, func.__closure__)
+    copy.__kwdefaults__ = func.__kwdefaults__
+    return copy
 
 
 class CudaAutocast(TorchFunctionMode):
@@ -49,6 +87,9 @@ class CudaAutocast(TorchFunctionMode):
     def __init__(self):
         super().__init__()
         self._parameter_copies = {}  # id(parameter) -> (parameter, its low-precision copy) for this step
+        # composites whose bodies run here now: one that comes back (a function that hands its call to another
+        # name, as F.max_pool2d's flag does) runs as it is
+        self._composites_running = set()
 
     def _to(self, tensor, dtype):
         if tensor.dtype == dtype:
@@ -79,4 +120,11 @@ class CudaAutocast(TorchFunctionMode):
             dtypes = [v.dtype for v in list(args) + list(kwargs.values()) if _floating(v)]
             if dtypes:
                 args, kwargs = self._cast(args, kwargs, max(dtypes, key=lambda d: torch.finfo(d).bits))
+        elif _composite(func, types) and func not in self._composites_running:
+            self._composites_running.add(func)
+            try:
+                with self:  # its own calls meet the rules, as they meet CUDA autocast
+                    return _unguarded(func)(*args, **kwargs)
+            finally:
+                self._composites_running.discard(func)
         return func(*args, **kwargs)

@@ -193,6 +193,22 @@ def test_a_steps_forward_is_costed_as_timed_inside_training_steps_and_a_backward
         assert products.loc[products["phase"] == phase, "ms"].tolist() == pytest.approx([ms] * count)
 
 
+def test_a_frozen_layers_forward_is_costed_as_timed_alone():
+    """A layer whose weights and input need no gradient (a frozen backbone being fine-tuned past) is not recorded by
+    autograd, so its forward runs as in inference: costed by the forward alone, a trainable one after it by the
+    forward inside a training step."""
+    model = nn.Sequential(nn.Linear(64, 64, bias=False), nn.ReLU(), nn.Linear(64, 64, bias=False))
+    model[0].weight.requires_grad_(False)
+    ops = prenet.predict(model, batch=64, gpu="cpu", input_shape=(64,)).ops
+    products = ops[(ops["kind"] == "linear") & (ops["phase"] == "forward")]
+    config = {"batch": 1, "seq_len": 64, "in_features": 64, "out_features": 64, "bias": 0}
+    t = prenet.layer_time("linear", gpu="cpu", **config)
+    assert products["ms"].tolist() == pytest.approx([t["forward_ms"], t["step_forward_ms"]])
+    assert sorted(ops.loc[(ops["kind"] == "linear"), "phase"]) == ["backward", "forward", "forward"]  # dW of the last
+    traced = op_trace.trace_once(model, torch.randn(8, 64))
+    assert [op.autograd_records for op in traced if op.name == "mm.default" and op.phase == "forward"] == [False, True]
+
+
 def test_shapes_extrapolated_from_small_batches_match_a_trace_at_the_batch():
     model = SmallCnn()
     make = lambda b: torch.randn(b, 3, 16, 16)  # noqa: E731

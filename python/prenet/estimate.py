@@ -249,9 +249,11 @@ def _device_times(ops, native, catalog, device, optimizer, precision, gaps_ms, w
 
 def _timed_part(work, op):
     """The part of a layer's time an op runs: a layer's forward run by the forward pass is the forward inside a
-    training step ("step_forward", autograd recording the backward's inputs); the same kernel run by the backward
-    pass (a gradient's product, an elementwise op) records nothing."""
-    return "step_forward" if work.part == "forward" and op.phase == "forward" else work.part
+    training step ("step_forward", autograd recording the backward's inputs) where autograd records it; the same
+    kernel run by the backward pass (a gradient's product, an elementwise op), or by a frozen layer (no input that
+    requires a gradient, Op.autograd_records), records nothing."""
+    return ("step_forward" if work.part == "forward" and op.phase == "forward" and op.autograd_records
+            else work.part)
 
 
 def _owners(ops):

@@ -37,7 +37,8 @@ class Op:
     (None outside any module, or where it took none), as its forward received it: a BatchNorm's first operator
     updates its step counter, a Linear's first transposes its weight; `runs_on`: "" for an op every device runs,
     "cpu" for one of the operators a recurrent layer runs as on the CPU, "cuda" for the one cuDNN runs it as
-    (prenet.fused_recurrent)."""
+    (prenet.fused_recurrent); `autograd_records`: autograd records the call for a backward pass (gradients on and
+    a tensor input that requires one: not so in a frozen layer, which then runs as in inference)."""
     phase: str
     name: str
     inputs: list
@@ -50,6 +51,7 @@ class Op:
     channels_last: bool = False
     module_input: tuple = None
     runs_on: str = ""
+    autograd_records: bool = True
 
 
 class _DtypeNames(dict):
@@ -131,6 +133,7 @@ def _recorder(meta=False, direct=None):
 
     detach = torch.ops.aten.detach.default
     dispatched_detach = _dispatched_detach()
+    grad_enabled = torch.is_grad_enabled
 
     class Recorder(TorchDispatchMode):
         def __init__(self):
@@ -188,17 +191,21 @@ def _recorder(meta=False, direct=None):
                 self.ops.append(Op(self.phase, "detach.default", [shape], [shape], [TENSOR], module, dtype, [dtype],
                                    [dtype], False, module_input, self.runs_on))
                 return out
-            tensors, arguments = [], []
+            tensors, arguments, wants_gradient = [], [], False
             for value in args:  # one pass: the tensors, and the arguments with TENSOR in their place
                 if isinstance(value, Tensor):
                     tensors.append(value)
                     arguments.append(TENSOR)
+                    wants_gradient = wants_gradient or value.requires_grad
                     continue
                 if isinstance(value, (list, tuple)):
-                    tensors.extend(v for v in value if isinstance(v, Tensor))
+                    listed = [v for v in value if isinstance(v, Tensor)]
+                    tensors += listed
+                    wants_gradient = wants_gradient or any(t.requires_grad for t in listed)
                 arguments.append(value)
             if kwargs:
                 tensors += _tensors(kwargs.values())
+                wants_gradient = any(t.requires_grad for t in tensors)
             shapes = [tuple(t.shape) for t in tensors]
             input_dtypes = [dtype_names[t.dtype] for t in tensors]
             if isinstance(out, Tensor):  # most operators return one tensor
@@ -216,7 +223,7 @@ def _recorder(meta=False, direct=None):
                         and any(channels_last(t) for t in four_d))
             self.ops.append(Op(self.phase, name, shapes, output_shapes, arguments, module,
                                input_dtypes[0] if tensors else "", input_dtypes, output_dtypes, nhwc, module_input,
-                               self.runs_on))
+                               self.runs_on, wants_gradient and grad_enabled()))
             return out
 
     return Recorder()

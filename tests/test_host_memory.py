@@ -1,5 +1,6 @@
 """Keeping freed host memory for reuse (prenet.host_memory) and what measure records of it. Keeping memory changes
 the C library for the rest of a process, so it is tried in child processes only."""
+import importlib
 import json
 import subprocess
 import sys
@@ -58,6 +59,8 @@ def test_measure_warns_where_fresh_pages_are_costly(monkeypatch):
     it includes their faults; on a cheap one it says nothing."""
     import warnings
 
+    measure = importlib.import_module("prenet.measure")
+    monkeypatch.setattr(measure, "minor_faults", lambda: None)  # faults not counted: said whatever their number
     monkeypatch.setattr(host_memory, "first_touch_us_per_page", lambda: 11.4)
     with pytest.warns(UserWarning, match="fresh page costs 11.4 us on this machine.*keep_memory=True"):
         prenet.measure(nn.Linear(8, 2), batch=4, input_shape=(8,), dataset_size=8, device="cpu")
@@ -65,6 +68,32 @@ def test_measure_warns_where_fresh_pages_are_costly(monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         prenet.measure(nn.Linear(8, 2), batch=4, input_shape=(8,), dataset_size=8, device="cpu")
+
+
+def test_measure_counts_the_pages_a_step_faults_in_and_says_what_they_cost(monkeypatch):
+    """page_faults_per_step: the pages faulted in over each timed epoch (the median epoch), per step; the warning
+    puts their cost beside the step's time."""
+    import warnings
+
+    measure = importlib.import_module("prenet.measure")
+    counter = iter(range(0, 10 ** 9, 120000))  # 120,000 more pages at each reading: one epoch's worth
+    monkeypatch.setattr(measure, "minor_faults", lambda: next(counter))
+    monkeypatch.setattr(host_memory, "first_touch_us_per_page", lambda: 10.0)
+    with pytest.warns(UserWarning, match=r"here 30,000 a step: about 0\.300 s of its"):
+        result = prenet.measure(nn.Linear(8, 2), batch=4, input_shape=(8,), dataset_size=16, device="cpu")
+    assert result.environment["page_faults_per_step"] == 120000 / 4  # four steps an epoch
+    monkeypatch.setattr(measure, "minor_faults", lambda: 7)  # none faulted while it was timed: nothing said
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = prenet.measure(nn.Linear(8, 2), batch=4, input_shape=(8,), dataset_size=16, device="cpu")
+    assert result.environment["page_faults_per_step"] == 0
+    monkeypatch.setattr(measure, "minor_faults", lambda: None)  # a system that does not count them: said, no count
+    with pytest.warns(UserWarning, match="land on fresh pages: this measurement"):
+        result = prenet.measure(nn.Linear(8, 2), batch=4, input_shape=(8,), dataset_size=16, device="cpu")
+    assert result.environment["page_faults_per_step"] is None
+    monkeypatch.undo()
+    real = measure.minor_faults()
+    assert isinstance(real, int) and real > 0 and measure.minor_faults() >= real
 
 
 def test_measure_records_the_allocator_and_keeps_memory_only_on_the_cpu(run_prenet, tmp_path):

@@ -114,12 +114,13 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
     bar over the epochs (the warm-up and the timed ones), moved between them. `threads` (device "cpu"): the CPU
     threads it runs on, PyTorch's and the BLAS library's alike (None: as they are); prenet.predict(gpu="cpu")
     predicts one thread, so compare it with threads=1. The environment records the threads of every native thread
-    pool, how the C library treats freed memory and what faulting in a fresh page costs here. `keep_memory` (device
-    "cpu", glibc): keep freed memory for reuse, for the rest of the process, as PyTorch's caching allocator does on
-    a GPU (prenet.host_memory): where fresh pages are costly (a virtual machine) the default allocator's steps are
-    slower than their kernels, which is what prenet.predict times. The epochs train the model on random data;
-    afterwards it is as it was (weights and their device, gradients, modes, random number generators;
-    prenet.model_state), at the cost of a copy of its weights in host memory while it runs."""
+    pool, how the C library treats freed memory, what faulting in a fresh page costs here and how many pages a step
+    faulted in (page_faults_per_step, the median over the timed epochs; None where the system does not count them).
+    `keep_memory` (device "cpu", glibc): keep freed memory for reuse, for the rest of the process, as PyTorch's
+    caching allocator does on a GPU (prenet.host_memory): where fresh pages are costly (a virtual machine) the
+    default allocator's steps are slower than their kernels, which is what prenet.predict times. The epochs train
+    the model on random data; afterwards it is as it was (weights and their device, gradients, modes, random number
+    generators; prenet.model_state), at the cost of a copy of its weights in host memory while it runs."""
     import torch
 
     batch, dataset_size, optimizer = _check(model, batch, dataset_size, optimizer)
@@ -153,17 +154,36 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
         finally:
             bar.close()
     median = statistics.median(times)
-    if env.get("allocator") == host_memory.DEFAULT and host_memory.costly_pages(env["first_touch_us_per_page"]):
+    faults, page_us = env.get("page_faults_per_step"), env.get("first_touch_us_per_page")
+    fault_seconds = None if faults is None or page_us is None else 1e-6 * faults * page_us
+    if (env.get("allocator") == host_memory.DEFAULT and host_memory.costly_pages(page_us) and
+            (fault_seconds is None or fault_seconds >= NOTABLE_FAULT_SHARE * median / len(sizes))):
+        share = ("" if fault_seconds is None else
+                 f" (here {faults:,.0f} a step: about {fault_seconds:.3f} s of its {median / len(sizes):.3f} s)")
         warnings.warn(f"faulting in a fresh page costs {env['first_touch_us_per_page']:.1f} us on this machine (bare "
                       "metal: about 0.1-0.3 us), and with the C library's default allocator a step's tensors land on "
-                      "fresh pages: this measurement includes those faults, which prenet.predict does not model; "
-                      "keep_memory=True measures without them", stacklevel=2)
+                      f"fresh pages{share}: this measurement includes those faults, which prenet.predict does not "
+                      "model; keep_memory=True measures without them", stacklevel=2)
     env.update(precision=precision, optimizer=optimizer, batch=batch, dataset_size=dataset_size,
                python=platform.python_version())
     return Measurement(device=env["device_name"], batch=batch, dataset_size=dataset_size, optimizer=optimizer,
                        precision=precision, epoch_seconds=median, epoch_min_seconds=min(times),
                        epoch_max_seconds=max(times), step_seconds=median / len(sizes), iterations=len(sizes),
                        epochs=times, environment=env)
+
+
+# Page faults worth a warning where pages are costly: this share of a step's time or more.
+NOTABLE_FAULT_SHARE = 0.05
+
+
+def minor_faults():
+    """Pages this process has faulted in so far without reading a disk (getrusage's ru_minflt); None where the
+    system does not count them (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def _timed_epochs(model, device, sizes, input_shape, example_input, optimizer, precision, repeats, threads,
@@ -210,15 +230,19 @@ def _timed_epochs(model, device, sizes, input_shape, example_input, optimizer, p
             epoch()  # warm-up
             synchronize()
             epoch_done(1)
-            times = []
+            times, faults = [], []
             for _ in range(repeats):
                 synchronize()
-                started = time.monotonic()
+                faulted, started = minor_faults(), time.monotonic()
                 epoch()
                 synchronize()
                 times.append(time.monotonic() - started)
+                faults.append(None if faulted is None else minor_faults() - faulted)
                 epoch_done(1)
             env = _environment(model, device)
+            # the pages a step faults in afresh (each costs first_touch_us_per_page here), over the timed epochs
+            env["page_faults_per_step"] = (None if None in faults else
+                                           statistics.median(faults) / len(sizes))
     finally:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = flags
     return times, env

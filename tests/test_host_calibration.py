@@ -110,7 +110,8 @@ def test_predict_uses_this_cpus_calibration_and_says_so(other_cpu):
     with pytest.warns(UserWarning, match="prenet calibrate"):
         plain = prenet.predict(model, batch=8, gpu="cpu", input_shape=(3, 4, 4), dataset_size=16)
     assert plain.calibrated is None
-    costs = {**host_cost.load(), "module_call_us": 0.0, "optimizer_tensor_us": {"sgd_momentum": 0.0, "adam": 0.0}}
+    costs = {**host_cost.load(), "module_call_us": 0.0, "optimizer_tensor_us": {"sgd_momentum": 0.0, "adam": 0.0},
+             "optimizer_element_ns": {name: 0.0 for name in host_cost.UPDATED_OPTIMIZERS}}
     other_cpu.write_text(json.dumps(_record({"linear": 0.25, "relu": 0.25, "add": 0.25}, costs)))
     import warnings
 
@@ -119,8 +120,10 @@ def test_predict_uses_this_cpus_calibration_and_says_so(other_cpu):
         calibrated = prenet.predict(model, batch=8, gpu="cpu", input_shape=(3, 4, 4), dataset_size=16)
     assert calibrated.calibrated.startswith(f"calibrated to this CPU ({OTHER_CPU}, 12 reference layers")
     assert "calibrated to this CPU" in repr(calibrated)
-    # every layer a quarter of its time; the host's per-module and per-tensor costs are this machine's (here 0)
-    assert calibrated.step_seconds == pytest.approx(0.25 * plain.device_ms * 1e-3, rel=0.05)
+    # every layer a quarter of its time; the host's per-module and per-tensor costs and the update's per element
+    # are this machine's (here 0)
+    assert calibrated.optimizer_ms == 0.0
+    assert calibrated.step_seconds == pytest.approx(0.25 * (plain.device_ms - plain.optimizer_ms) * 1e-3, rel=0.05)
 
 
 def test_on_the_measured_host_a_calibration_is_said_to_go_unused(other_cpu, monkeypatch):

@@ -287,3 +287,28 @@ def test_gpu_steps_take_the_gpu_hosts_costs_and_cpu_steps_the_measured_hosts(tmp
     monkeypatch.setattr(host_cost, "PACKAGED_GPU_HOST_COSTS", tmp_path / "gpu_host_costs.json")
     assert prenet.predict(model, gpu="H100", **run).host_ms > before["H100"]
     assert prenet.predict(model, gpu="cpu", **run).host_ms == pytest.approx(before["cpu"], rel=1e-12)
+
+
+def test_a_cpu_steps_update_is_timed_per_element_on_its_host(tmp_path, monkeypatch):
+    """On the CPU the update takes the host's measured time per element and optimizer (host_cost's
+    optimizer_element_ns: Adam's square roots and divisions keep it from the memory's pace); host costs without
+    that measurement cost it as before, by its passes over memory as add kernels."""
+    model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+    elements = sum(p.numel() for p in model.parameters())
+    run = dict(batch=4, gpu="cpu", input_shape=(256,), dataset_size=8)
+    measured = host_cost.load()["optimizer_element_ns"]
+    for optimizer in ("sgd", "adam"):
+        estimate = prenet.predict(model, optimizer=optimizer, **run)
+        assert estimate.optimizer_ms == pytest.approx(1e-6 * measured[optimizer] * elements, rel=1e-9)
+    older = {key: value for key, value in host_cost.load().items() if key != "optimizer_element_ns"}
+    (tmp_path / "older.json").write_text(json.dumps(older))
+    monkeypatch.setenv("PRENET_HOST_COSTS", str(tmp_path / "older.json"))
+    by_passes = prenet.predict(model, optimizer="adam", **run).optimizer_ms
+    assert by_passes > 0 and by_passes != pytest.approx(1e-6 * measured["adam"] * elements, rel=1e-3)
+
+
+def test_the_update_per_element_is_measured_for_every_optimizer(monkeypatch):
+    monkeypatch.setattr(host_cost, "UPDATE_ELEMENTS", 2 ** 18)  # quicker; still past the caches' first levels
+    element_ns = host_cost.measure()["optimizer_element_ns"]
+    assert set(element_ns) == set(host_cost.UPDATED_OPTIMIZERS) == set(prenet.estimate.OPTIMIZERS)
+    assert element_ns["adam"] > element_ns["sgd_plain"] > 0  # Adam's update does more per element than SGD's

@@ -334,7 +334,11 @@ def _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, c
     # each of the update's kernels then covers all tensors at once; on the CPU they loop over tensors.
     groups = [float(sum(parameters))] if on_gpu and parameters else [float(n) for n in parameters]
     update_gap = {"add": 1e-3 * issue_us(None)} if gap_in_kernels else {}  # the update's kernels: the machine's
-    update_ms = sum(native.update_ms(groups, catalog, device, OPTIMIZERS[optimizer], update_gap))
+    element_ns = None if on_gpu else costs.get("optimizer_element_ns", {}).get(optimizer)
+    if element_ns is not None:  # the CPU's update, timed per element on its host (prenet.host_cost)
+        update_ms = 1e-6 * element_ns * float(sum(parameters))
+    else:  # its passes over memory as add kernels
+        update_ms = sum(native.update_ms(groups, catalog, device, OPTIMIZERS[optimizer], update_gap))
     per_tensor = costs["optimizer_tensor_us"]["adam" if optimizer.startswith("adam") else "sgd_momentum"]
     modules = traced.modules  # each called once per step
     forward_ops = max(1, sum(1 for op in ops if op.phase == "forward"))

@@ -1,6 +1,9 @@
 """Host-side cost of a training step: what the CPU spends per operator, per module call, per autograd node and
 per optimizer tensor before any device work, measured on this machine with tensors of one element (so the
 kernels themselves cost next to nothing), and what faulting in a fresh page of memory costs (prenet.host_memory).
+On the CPU the update's own arithmetic is timed too, per element of a large tensor and per optimizer
+("optimizer_element_ns"): its square roots and divisions keep Adam's update from the memory's pace, so that counting
+its passes over memory as additions put Adam's update at 0.6 of its time here.
 Issuing a kernel on a GPU costs more than dispatching an operator here: that cost comes from GPU hosts'
 measurements (prenet.launch_gap), not from this machine.
 
@@ -56,6 +59,8 @@ def measure():
 def _measure():
     import torch
 
+    from .measure import make_optimizer
+
     a, b = torch.ones(1), torch.ones(1)
     n = 2000
 
@@ -94,11 +99,23 @@ def _measure():
                   "adam": torch.optim.Adam(tensors, lr=1e-3, foreach=True)}
     per_tensor = {name: _per_call_us(opt.step, len(tensors)) for name, opt in optimizers.items()}
     loop_us = _per_call_us(direct, n)
+
+    def element_ns(name):  # one step over a large tensor less one over a tensor of one element, per element
+        steps = []
+        for elements in (1, UPDATE_ELEMENTS):
+            parameter = torch.nn.Parameter(torch.zeros(elements))
+            parameter.grad = torch.full_like(parameter, 1e-3)
+            optimizer = make_optimizer(name, [parameter])
+            optimizer.step()  # its state made
+            steps.append(_per_call_us(optimizer.step, 1, repeats=7))
+        return 1e3 * (steps[1] - steps[0]) / (UPDATE_ELEMENTS - 1)
+
     return {
         "op_us": _per_call_us(ops, n) - loop_us,
         "module_call_us": _per_call_us(modules, n) - loop_us,
         "autograd_node_us": _per_call_us(backward, chain) - _per_call_us(forward_chain, chain),
         "optimizer_tensor_us": per_tensor,
+        "optimizer_element_ns": {name: element_ns(name) for name in UPDATED_OPTIMIZERS},
         "first_touch_us_per_page": first_touch_us_per_page(),
         "environment": {"host_cpu": cpu_model(), "torch": torch.__version__,
                         "python": platform.python_version(), "threads": 1, "date": time.strftime("%Y-%m-%d")},
@@ -106,6 +123,10 @@ def _measure():
 
 
 KEYS = ("op_us", "module_call_us", "autograd_node_us", "optimizer_tensor_us")
+# The optimizers (prenet.predict's names) whose update of a large tensor is timed per element
+# ("optimizer_element_ns"), over a tensor of this many elements: 8 MB, past the CPU's caches, as a layer's weights.
+UPDATED_OPTIMIZERS = ("sgd", "sgd_nesterov", "sgd_plain", "adam", "adamw", "rmsprop", "adagrad")
+UPDATE_ELEMENTS = 2 ** 21
 
 
 def load(path=None, gpu=False):

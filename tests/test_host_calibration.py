@@ -111,7 +111,7 @@ def test_predict_uses_this_cpus_calibration_and_says_so(other_cpu):
         plain = prenet.predict(model, batch=8, gpu="cpu", input_shape=(3, 4, 4), dataset_size=16)
     assert plain.calibrated is None
     costs = {**host_cost.load(), "module_call_us": 0.0, "optimizer_tensor_us": {"sgd_momentum": 0.0, "adam": 0.0},
-             "optimizer_element_ns": {name: 0.0 for name in host_cost.UPDATED_OPTIMIZERS}}
+             "optimizer_element_ns": {name: 0.0 for name in prenet.estimate.OPTIMIZERS}}
     other_cpu.write_text(json.dumps(_record({"linear": 0.25, "relu": 0.25, "add": 0.25}, costs)))
     import warnings
 

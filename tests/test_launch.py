@@ -310,5 +310,5 @@ def test_a_cpu_steps_update_is_timed_per_element_on_its_host(tmp_path, monkeypat
 def test_the_update_per_element_is_measured_for_every_optimizer(monkeypatch):
     monkeypatch.setattr(host_cost, "UPDATE_ELEMENTS", 2 ** 18)  # quicker; still past the caches' first levels
     element_ns = host_cost.measure()["optimizer_element_ns"]
-    assert set(element_ns) == set(host_cost.UPDATED_OPTIMIZERS) == set(prenet.estimate.OPTIMIZERS)
+    assert set(element_ns) == set(prenet.estimate.OPTIMIZERS)
     assert element_ns["adam"] > element_ns["sgd_plain"] > 0  # Adam's update does more per element than SGD's

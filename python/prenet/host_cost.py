@@ -59,6 +59,7 @@ def measure():
 def _measure():
     import torch
 
+    from .estimate import OPTIMIZERS
     from .measure import make_optimizer
 
     a, b = torch.ones(1), torch.ones(1)
@@ -115,7 +116,7 @@ def _measure():
         "module_call_us": _per_call_us(modules, n) - loop_us,
         "autograd_node_us": _per_call_us(backward, chain) - _per_call_us(forward_chain, chain),
         "optimizer_tensor_us": per_tensor,
-        "optimizer_element_ns": {name: element_ns(name) for name in UPDATED_OPTIMIZERS},
+        "optimizer_element_ns": {name: element_ns(name) for name in OPTIMIZERS},
         "first_touch_us_per_page": first_touch_us_per_page(),
         "environment": {"host_cpu": cpu_model(), "torch": torch.__version__,
                         "python": platform.python_version(), "threads": 1, "date": time.strftime("%Y-%m-%d")},
@@ -123,9 +124,8 @@ def _measure():
 
 
 KEYS = ("op_us", "module_call_us", "autograd_node_us", "optimizer_tensor_us")
-# The optimizers (prenet.predict's names) whose update of a large tensor is timed per element
-# ("optimizer_element_ns"), over a tensor of this many elements: 8 MB, past the CPU's caches, as a layer's weights.
-UPDATED_OPTIMIZERS = ("sgd", "sgd_nesterov", "sgd_plain", "adam", "adamw", "rmsprop", "adagrad")
+# Each optimizer's update (prenet.predict's names, estimate.OPTIMIZERS) is timed per element ("optimizer_element_ns")
+# over a tensor of this many elements: 8 MB, past the CPU's caches, as a layer's weights.
 UPDATE_ELEMENTS = 2 ** 21
 
 

@@ -191,21 +191,17 @@ def _recorder(meta=False, direct=None):
                 self.ops.append(Op(self.phase, "detach.default", [shape], [shape], [TENSOR], module, dtype, [dtype],
                                    [dtype], False, module_input, self.runs_on))
                 return out
-            tensors, arguments, wants_gradient = [], [], False
+            tensors, arguments = [], []
             for value in args:  # one pass: the tensors, and the arguments with TENSOR in their place
                 if isinstance(value, Tensor):
                     tensors.append(value)
                     arguments.append(TENSOR)
-                    wants_gradient = wants_gradient or value.requires_grad
                     continue
                 if isinstance(value, (list, tuple)):
-                    listed = [v for v in value if isinstance(v, Tensor)]
-                    tensors += listed
-                    wants_gradient = wants_gradient or any(t.requires_grad for t in listed)
+                    tensors.extend(v for v in value if isinstance(v, Tensor))
                 arguments.append(value)
             if kwargs:
                 tensors += _tensors(kwargs.values())
-                wants_gradient = any(t.requires_grad for t in tensors)
             shapes = [tuple(t.shape) for t in tensors]
             input_dtypes = [dtype_names[t.dtype] for t in tensors]
             if isinstance(out, Tensor):  # most operators return one tensor
@@ -223,7 +219,8 @@ def _recorder(meta=False, direct=None):
                         and any(channels_last(t) for t in four_d))
             self.ops.append(Op(self.phase, name, shapes, output_shapes, arguments, module,
                                input_dtypes[0] if tensors else "", input_dtypes, output_dtypes, nhwc, module_input,
-                               self.runs_on, wants_gradient and grad_enabled()))
+                               self.runs_on,  # the backward pass runs with gradients off: no walk there
+                               grad_enabled() and any(t.requires_grad for t in tensors)))
             return out
 
     return Recorder()

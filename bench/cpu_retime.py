@@ -3,7 +3,10 @@ again now, by the same harness and settings (one thread, this process's core), a
 held against the row's: per stretch of STRETCH samples (collected minutes apart, one after another), the median
 ratio of the row's time to today's. A machine that changed speed during the collection shows as stretches whose
 ratio leaves the kind's own median by more than SHIFT; a configuration's own noise (1-3% between two timings,
-data/README.md) does not. Run it twice, apart, to tell a change during the collection from one now.
+data/README.md) does not. Run it twice, apart, to tell a change during the collection from one now. Where the set's
+rows carry the host's speed (prenet.collect.SPEED_COLUMNS, timed by the harness after each row), the ratios are also
+given with that speed divided out, each row's time scaled by its own reference: if the reference follows the
+machine, the scaled ratios of a configuration's two timings stay near 1 whenever each ran.
 
 Run:  taskset -c 1 .venv/bin/python bench/cpu_retime.py [--data data/cpu] [--every 25] [--kinds add ...]
           [--out FILE]
@@ -19,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from prenet.collect import COLUMNS, ENVIRONMENT_COLUMNS, Harness, result_row
+from prenet.collect import COLUMNS, ENVIRONMENT_COLUMNS, SPEED_COLUMNS, Harness, result_row
 from prenet.progress import progress_bar
 from prenet.sampling import sample_config
 from report import write_report
@@ -56,10 +59,35 @@ def retime(folder, kinds, every, out_csv):
     finally:
         bar.close()
         harness.stop()
+    then = pd.concat(chosen.values())
+    columns = ["kind", "sample", "train_step_ms", "forward_ms", "timestamp"] + [
+        c for c in SPEED_COLUMNS if c in then and then[c].notna().all()]
     today = pd.DataFrame(now)
-    today = today[today["status"] == "ok"][["kind", "sample", "train_step_ms", "forward_ms", "timestamp"]]
-    then = pd.concat(chosen.values())[["kind", "sample", "train_step_ms", "forward_ms", "timestamp"]]
-    return then.merge(today, on=["kind", "sample"], suffixes=("", "_now"))
+    return then[columns].merge(today[today["status"] == "ok"][columns], on=["kind", "sample"], suffixes=("", "_now"))
+
+
+def speed_ratios(pairs):
+    """{label: per row, the set's training step over today's}: as timed, and with each timing divided by its own
+    reference speed where both have one (SPEED_COLUMNS)."""
+    ratios = {"as timed": pairs["train_step_ms"] / pairs["train_step_ms_now"]}
+    for column in SPEED_COLUMNS:
+        if f"{column}_now" in pairs:
+            ratios[f"over the {column.split('_')[1]}"] = ratios["as timed"] * pairs[f"{column}_now"] / pairs[column]
+    return ratios
+
+
+def spread_lines(pairs):
+    """Per way of taking the ratio (speed_ratios): its median, 10th-90th percentile and the median distance of a
+    row's ratio from 1, over all rows and per kind."""
+    lines = ["| ratio | rows | median | 10th-90th percentile | median abs(log ratio) | worst kind's |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for label, ratio in speed_ratios(pairs).items():
+        distance = np.abs(np.log(ratio))
+        worst = distance.groupby(pairs["kind"]).median().sort_values()
+        lines.append(f"| {label} | {len(ratio)} | {ratio.median():.3f} | {np.quantile(ratio, 0.1):.3f}-"
+                     f"{np.quantile(ratio, 0.9):.3f} | {distance.median():.3f} | {worst.index[-1]} "
+                     f"{worst.iloc[-1]:.3f} |")
+    return lines
 
 
 def stretch_table(pairs):
@@ -114,6 +142,8 @@ def main(argv=None):
         f"- all kinds: ratio median {overall.median():.2f}, 10th-90th percentile "
         f"{np.quantile(overall, 0.1):.2f}-{np.quantile(overall, 0.9):.2f}",
         f"- shifted stretches: {', '.join(flagged) if flagged else 'none'}", "",
+        *(["The set's time over today's, as timed and with each timing's recorded host speed divided out:", "",
+           *spread_lines(pairs), ""] if len(speed_ratios(pairs)) > 1 else []),
         "| kind | samples (collected, UTC) | rows | step: set / today | forward: set / today | |",
         "| --- | --- | --- | --- | --- | --- |", *lines, ""])
     write_report(out, text)

@@ -8,7 +8,7 @@ import time
 import pandas as pd
 import pytest
 
-from prenet.collect import COLUMNS, Harness, collect
+from prenet.collect import COLUMNS, LEGACY_COLUMNS, SPEED_COLUMNS, Harness, collect
 from prenet.sampling import MODEL_CHANNELS, MODEL_MAPS, SAMPLERS, sample_config
 
 
@@ -78,6 +78,9 @@ def test_harness_times_every_kind_on_the_cpu(kind):
     assert result["forward_min_ms"] <= result["forward_ms"] <= result["forward_max_ms"]
     has_parameters = kind not in ("maxpool2d", "avgpool2d", "activation", "add", "softmax", "bmm")
     assert ("train_optimizer_ms" in result) == has_parameters
+    # the host's speed right after the row: a 512^3 product takes well over 0.1 ms on any CPU, a 16 MiB copy
+    # well over 0.1 ms at any memory bandwidth below 160 GB/s
+    assert 0.1 < result["reference_matmul_ms"] < 1000 and 0.1 < result["reference_copy_ms"] < 1000
 
 
 def test_environment_is_recorded():
@@ -124,7 +127,8 @@ for line in sys.stdin:
         os.kill(os.getpid(), 9)
     if fields["id"] == "{hang}":
         time.sleep(60)
-    print(json.dumps({{"type": "result", "id": fields["id"], "status": "ok", "forward_ms": 1.0}}), flush=True)
+    print(json.dumps({{"type": "result", "id": fields["id"], "status": "ok", "forward_ms": 1.0,
+                      "reference_matmul_ms": 2.5, "reference_copy_ms": 0.75}}), flush=True)
 """
 
 
@@ -144,6 +148,43 @@ def test_crashes_and_hangs_are_recorded_and_the_run_goes_on(tmp_path, monkeypatc
     assert rows.loc[2, "status"] == "failed" and "signal 9" in rows.loc[2, "error"]
     assert rows.loc[4, "status"] == "failed" and "timed out" in rows.loc[4, "error"]
     assert (rows.drop(index=[2, 4])["status"] == "ok").all()
+
+
+def test_rows_carry_the_hosts_speed_and_a_file_from_before_it_is_resumed_in_its_own_columns(tmp_path, monkeypatch):
+    use_stub_harness(tmp_path, monkeypatch)
+    out = tmp_path / "add.csv"
+    assert collect("add", 2, out, progress=False) == 2
+    rows = pd.read_csv(out)
+    assert list(rows.columns) == COLUMNS
+    assert (rows["reference_matmul_ms"] == 2.5).all() and (rows["reference_copy_ms"] == 0.75).all()
+    rows[LEGACY_COLUMNS].to_csv(out, index=False)  # as data/cpu was written, before the speed reference
+    assert collect("add", 4, out, progress=False) == 2
+    resumed = pd.read_csv(out)
+    assert list(resumed.columns) == LEGACY_COLUMNS and sorted(resumed["sample"]) == [0, 1, 2, 3]
+    assert (resumed["status"] == "ok").all() and not set(SPEED_COLUMNS) & set(resumed.columns)
+    pd.read_csv(out)[LEGACY_COLUMNS[:-1]].to_csv(out, index=False)  # any other columns: refused, file untouched
+    before = out.read_bytes()
+    with pytest.raises(ValueError, match="other columns than this version of prenet writes"):
+        collect("add", 6, out, progress=False)
+    assert out.read_bytes() == before
+
+
+def test_times_are_scaled_to_the_hosts_typical_speed_row_by_row():
+    from prenet.datasets import at_typical_speed
+
+    # the third add row ran in a stretch twice as slow, its reference product too
+    add = pd.DataFrame({"batch": [1, 2, 3], "forward_ms": [1.0, 2.0, 6.0], "train_ms": [2.0, 4.0, 12.0],
+                        "reference_matmul_ms": [2.5, 2.5, 5.0], "reference_copy_ms": [0.8, 0.8, 0.8]})
+    relu = pd.DataFrame({"batch": [4, 5], "forward_ms": [0.5, 0.5], "reference_matmul_ms": [2.5, 2.5],
+                         "reference_copy_ms": [0.6, 1.0]})
+    scaled, typical = at_typical_speed({"add": add, "relu": relu})
+    assert typical == 2.5  # the median over both tables' rows
+    assert scaled["add"]["forward_ms"].tolist() == [1.0, 2.0, 3.0] and scaled["add"]["train_ms"].tolist()[2] == 6.0
+    assert scaled["relu"]["forward_ms"].tolist() == [0.5, 0.5] and add["forward_ms"].tolist()[2] == 6.0  # a copy
+    by_copy, typical = at_typical_speed({"add": add, "relu": relu}, "reference_copy_ms")
+    assert typical == 0.8 and by_copy["relu"]["forward_ms"].tolist() == [0.5 * 0.8 / 0.6, 0.5 * 0.8 / 1.0]
+    with pytest.raises(ValueError, match="unknown speed reference 'clock'; known: reference_matmul_ms"):
+        at_typical_speed({"add": add}, "clock")
 
 
 def test_chosen_samples_are_timed_again_and_the_rest_kept(tmp_path, monkeypatch, run_prenet):

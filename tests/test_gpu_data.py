@@ -7,8 +7,8 @@ import pytest
 
 from conftest import ROOT
 from prenet import find_gpu
-from prenet.datasets import collection_folders, load_harness_rows
-from prenet.collect import COLUMNS
+from prenet.datasets import at_typical_speed, collection_folders, load_harness_rows
+from prenet.collect import COLUMNS, LEGACY_COLUMNS
 
 # one folder per sampling seed (collect --seed)
 H100_FOLDERS = collection_folders(ROOT / "data" / "gpu", "NVIDIA_H100_80GB_HBM3")
@@ -20,7 +20,7 @@ def test_h100_layer_rows_carry_their_environment_and_load_as_the_cpu_set():
     for folder in H100_FOLDERS:
         for path in sorted(folder.glob("*.csv")):
             raw = pd.read_csv(path, low_memory=False)
-            assert list(raw.columns) == COLUMNS, path
+            assert list(raw.columns) in (COLUMNS, LEGACY_COLUMNS), path
             ok = raw[raw["status"] == "ok"]
             assert len(ok) > 0.9 * len(raw), path
             assert set(ok["device_name"]) == {"NVIDIA H100 80GB HBM3"}
@@ -31,6 +31,10 @@ def test_h100_layer_rows_carry_their_environment_and_load_as_the_cpu_set():
     conv = tables["conv2d"]
     assert set(conv["gpu"]) == {find_gpu("H100")["name"]}
     assert (conv["forward_ms"] > 0).all() and (conv["backward_ms"] > 0).all()
+    # the host's speed is timed beside CPU rows only: these rows cannot be scaled to a typical speed
+    assert conv["reference_matmul_ms"].isna().all()
+    with pytest.raises(ValueError, match="rows have no reference_matmul_ms"):
+        at_typical_speed(tables)
 
 
 def test_missing_layer_data_is_named():

@@ -22,6 +22,7 @@
 #include "phase_clock.hpp"
 #include "repeat_timer.hpp"
 #include "request.hpp"
+#include "speed_reference.hpp"
 
 namespace {
 
@@ -182,8 +183,9 @@ void clear_gradients(const std::vector<torch::Tensor>& tensors) {
     }
 }
 
+// One request's result; with `probe` (on the CPU), the host's speed timed right after it (speed_reference.hpp).
 std::string time_request(const Request& request, const torch::TensorOptions& tensor_options, PhaseClock& clock,
-                         const RepeatPolicy& policy) {
+                         const RepeatPolicy& policy, SpeedProbe* probe) {
     const auto started = std::chrono::steady_clock::now();
     JsonLine out;
     out.add("type", "result").add("id", request.text("id"));
@@ -224,6 +226,10 @@ std::string time_request(const Request& request, const torch::TensorOptions& ten
     add_stats(out, "train_step", train.total);
     out.add("train_reps", train.reps).add("train_converged", static_cast<int>(train.converged));
     out.add("measure_s", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+    if (probe) {
+        const SpeedReference speed = probe->time();
+        out.add("reference_matmul_ms", speed.matmul_ms).add("reference_copy_ms", speed.copy_ms);
+    }
     return out.str();
 }
 
@@ -239,6 +245,7 @@ int main(int argc, char** argv) {
     const auto tensor_options = torch::TensorOptions().dtype(parse_dtype(options.dtype)).device(device);
     if (device.is_cuda()) torch::ones({1}, tensor_options).sum().item<float>();  // creates the CUDA context
     auto clock = make_clock(device.is_cuda());
+    std::unique_ptr<SpeedProbe> probe = device.is_cuda() ? nullptr : std::make_unique<SpeedProbe>();
     std::cout << environment_json(device, options, freed_memory) << std::endl;
 
     for (std::string line; std::getline(std::cin, line);) {
@@ -247,7 +254,7 @@ int main(int argc, char** argv) {
         try {
             const Request request = Request::parse(line);
             id = request.text("id");
-            std::cout << time_request(request, tensor_options, *clock, options.policy) << std::endl;
+            std::cout << time_request(request, tensor_options, *clock, options.policy, probe.get()) << std::endl;
         } catch (const std::exception& error) {
             // Invalid configurations and out-of-memory errors (c10::Error) are results too.
             std::string message = error.what();

@@ -26,9 +26,16 @@ _STATS = ["", "_p25", "_p75", "_min", "_max"]
 TIMING_COLUMNS = ([f"forward{s}_ms" for s in _STATS] + ["forward_reps", "forward_converged"]
                   + [f"train_{phase}{s}_ms" for phase in ("forward", "backward", "optimizer", "step") for s in _STATS]
                   + ["train_reps", "train_converged", "measure_s"])
+# The host's speed as a CPU row was timed: a fixed product and a fixed copy, timed right after it by the harness
+# (cpp/harness/speed_reference.hpp); empty on a GPU.
+SPEED_COLUMNS = ["reference_matmul_ms", "reference_copy_ms"]
 ENVIRONMENT_COLUMNS = ["device", "device_name", "device_units", "device_units_kind", "host_cpu", "threads", "blas",
                        "torch_version", "cuda_driver", "cuda_runtime", "cudnn", "dtype"]
-COLUMNS = ["sample", "kind", "status", "error"] + CONFIG_COLUMNS + TIMING_COLUMNS + ENVIRONMENT_COLUMNS + ["timestamp"]
+COLUMNS = (["sample", "kind", "status", "error"] + CONFIG_COLUMNS + TIMING_COLUMNS + SPEED_COLUMNS + ENVIRONMENT_COLUMNS
+           + ["timestamp"])
+# The columns of files written before the speed reference (data/cpu, data/gpu): still read, and appended to in
+# their own columns.
+LEGACY_COLUMNS = [c for c in COLUMNS if c not in SPEED_COLUMNS]
 
 
 class HarnessError(RuntimeError):
@@ -113,18 +120,19 @@ def _python_torch_versions(harness_torch):
 
 
 def _completed_samples(path):
-    """Sample indices already in `path`; truncates a half-written last line left by a kill."""
+    """(sample indices already in `path`, its columns: COLUMNS or LEGACY_COLUMNS); truncates a half-written last
+    line left by a kill."""
     if not path.exists() or path.stat().st_size == 0:
-        return set()
+        return set(), COLUMNS
     with open(path, "rb+") as f:
         data = f.read()
         if not data.endswith(b"\n"):
             f.truncate(data.rfind(b"\n") + 1)
             data = data[: data.rfind(b"\n") + 1]
-    rows = list(csv.DictReader(io.StringIO(data.decode())))
-    if rows and list(rows[0].keys()) != COLUMNS:
+    reader = csv.DictReader(io.StringIO(data.decode()))
+    if reader.fieldnames not in (COLUMNS, LEGACY_COLUMNS):
         raise ValueError(f"{path} has other columns than this version of prenet writes; use a new --out file")
-    return {int(row["sample"]) for row in rows}
+    return {int(row["sample"]) for row in reader}, reader.fieldnames
 
 
 def _drop_samples(path, dropped):
@@ -160,21 +168,21 @@ def collect(kind, samples, out, device="cpu", seed=0, threads=None, timeout=300.
     except BlockingIOError:
         raise CollectionBusy(f"another collection is writing {out}") from None
     try:
-        done = _completed_samples(out)
+        done, columns = _completed_samples(out)
         if again:
             _drop_samples(out, {i for first, last in again for i in range(first, last + 1)} & done)
-            done = _completed_samples(out)
+            done, columns = _completed_samples(out)
         pending = [i for i in range(samples) if i not in done]
         if not pending:
             return 0
         return _run(kind, pending, samples, len(done), out, device, seed, threads, timeout, max_minutes, progress,
-                    harness_args, profile)
+                    harness_args, profile, columns)
     finally:
         lock.close()
 
 
 def _run(kind, pending, samples, already, out, device, seed, threads, timeout, max_minutes, progress, harness_args,
-         profile="wide"):
+         profile="wide", columns=COLUMNS):
     harness = Harness(device, threads, harness_args)
     environment = {k: harness.environment.get(k, "") for k in ENVIRONMENT_COLUMNS}
     deadline = time.monotonic() + 60 * max_minutes if max_minutes else None
@@ -184,13 +192,13 @@ def _run(kind, pending, samples, already, out, device, seed, threads, timeout, m
     try:
         with open(out, "a", newline="") as f:
             if new_file:
-                csv.DictWriter(f, fieldnames=COLUMNS).writeheader()
+                csv.DictWriter(f, fieldnames=columns).writeheader()
             for index in pending:
                 if deadline and time.monotonic() > deadline:
                     break
                 config = sample_config(kind, index, seed=seed, device=device, profile=profile)
                 row = result_row(kind, index, config, environment, harness.time(index, kind, config, timeout))
-                f.write(_csv_line(row))
+                f.write(_csv_line(row, columns))
                 f.flush()
                 os.fsync(f.fileno())
                 written += 1
@@ -204,15 +212,16 @@ def _run(kind, pending, samples, already, out, device, seed, threads, timeout, m
 def result_row(kind, index, config, environment, result):
     """One CSV row (a dict of COLUMNS) of configuration number `index` of `kind`: its configuration, the harness's
     `environment` and `result`, and the time it was written."""
-    return {**config, **environment, **{k: v for k, v in result.items() if k in TIMING_COLUMNS}, "sample": index,
+    measured = TIMING_COLUMNS + SPEED_COLUMNS
+    return {**config, **environment, **{k: v for k, v in result.items() if k in measured}, "sample": index,
             "kind": kind, "status": result["status"], "error": result.get("error", ""),
             "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 
-def _csv_line(row):
-    """One complete CSV line, so that each row reaches the file in a single write."""
+def _csv_line(row, columns=COLUMNS):
+    """One complete CSV line of `columns`, so that each row reaches the file in a single write."""
     buffer = io.StringIO()
-    csv.DictWriter(buffer, fieldnames=COLUMNS, extrasaction="ignore").writerow(row)
+    csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore").writerow(row)
     return buffer.getvalue()
 
 

@@ -9,6 +9,8 @@ milliseconds of each mode (`forward_ms`; on our CPU set also `train_forward_ms`,
 import os
 from pathlib import Path
 
+from .collect import SPEED_COLUMNS
+
 # NeuSight operator file -> (native kind, {native key: NeuSight column}, fixed keys). Shapes: linear takes
 # (B, M, N) to K outputs (its kernel grids tile M x K), bmm multiplies (B, M, K) by (B, K, N), conv inputs are
 # square, the row-wise operators take (B, H). Fixed keys follow NeuSight's collection code: its nn.Conv2d has no
@@ -95,6 +97,31 @@ CPU_MODES = {"forward_ms": "forward_ms", "train_forward_ms": "train_forward_ms",
              "train_optimizer_ms": "optimizer_ms", "train_step_ms": "train_ms"}
 
 
+def at_typical_speed(tables, reference="reference_matmul_ms"):
+    """(`tables` with every mode's time scaled to the host's typical speed, that speed): each row's times multiplied
+    by the median of `reference` (one of SPEED_COLUMNS) over every row of every table, over the row's own. A
+    virtual machine that ran a stretch of rows k times slower timed the reference k times slower too, so the
+    scaled times are those of one machine at one speed. ValueError where a row has no reference."""
+    import pandas as pd
+
+    if reference not in SPEED_COLUMNS:
+        raise ValueError(f"unknown speed reference {reference!r}; known: {', '.join(SPEED_COLUMNS)}")
+    speeds = pd.concat([frame[reference] for frame in tables.values()])
+    if speeds.isna().any() or not (speeds > 0).all():
+        raise ValueError(f"{int(speeds.isna().sum())} rows have no {reference} (collected before the harness timed "
+                         "the host's speed): their times cannot be scaled")
+    typical = float(speeds.median())
+    modes = set(CPU_MODES.values())
+    scaled = {}
+    for kind, frame in tables.items():
+        frame = frame.copy()
+        factor = typical / frame[reference]
+        for mode in modes & set(frame.columns):
+            frame[mode] = frame[mode] * factor
+        scaled[kind] = frame
+    return scaled, typical
+
+
 def cpu_folder():
     """data/cpu of the repository (PRENET_CPU_DATA overrides; an installed package looks in ./data/cpu)."""
     default = Path(__file__).resolve().parents[2] / "data" / "cpu"
@@ -165,5 +192,7 @@ def load_harness_rows(folders):
             frame["optimizer"] = rows["optimizer"].to_numpy()
             for column, mode in CPU_MODES.items():
                 frame[mode] = rows[column].to_numpy(float)
+            for column in SPEED_COLUMNS:  # the host's speed as the row ran, where the harness timed it (empty before)
+                frame[column] = rows[column].to_numpy(float) if column in rows else float("nan")
             tables[kind] = pd.concat([tables[kind], frame], ignore_index=True) if kind in tables else frame
     return tables

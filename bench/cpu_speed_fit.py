@@ -1,15 +1,16 @@
-"""Does dividing out the host's recorded speed make better CPU predictors? On a CPU set whose rows carry the host's
-speed (prenet.collect.SPEED_COLUMNS: a fixed product and a fixed copy timed after each row), each kind and mode is
-fitted as prenet.fit fits it (our features, xgboost, the training part of its split by configuration) on the times
-as measured, and on the times scaled to the set's typical speed by the product or by the copy
-(prenet.datasets.at_typical_speed); and, with --first, on another set of the same configurations timed before
-(data/cpu, whose stretches of rows ran up to 1.7 times slow, data/README.md). All are judged on the same held-out
-rows: the test configurations' rows of the set that ran at its typical speed (both references within TYPICAL of
-their medians), against their times as measured, so that neither the scaling nor a slow stretch moves the yardstick.
+"""Which CPU layer data makes the better predictors, where the machine changes speed? Two collections of the same
+configurations, taken at different times (--first, data/cpu, and --second, a set whose rows carry the host's speed:
+prenet.collect.SPEED_COLUMNS), give each configuration two timings. Each kind and mode is fitted as prenet.fit fits
+it (our features, xgboost) on the training configurations of one of: the first set as measured; the second as
+measured; the second scaled to its typical speed by its recorded product or copy (prenet.datasets.at_typical_speed);
+both sets, each configuration's faster timing (prenet.datasets.fastest_of_repeats); both sets, every row. All are
+judged on the same held-out truth: the test configurations (the split of both sets' configurations, seed 0) whose
+two timings agree within AGREE, at the geometric mean of the two. A disturbance that slowed one timing leaves its
+configuration out of the yardstick instead of moving it.
 
-Run:  taskset -c 0 .venv/bin/python bench/cpu_speed_fit.py [--data data/cpu_speed] [--first data/cpu]
+Run:  taskset -c 0 .venv/bin/python bench/cpu_speed_fit.py [--first data/cpu] [--second data/cpu_second]
           [--modes train forward] [--kinds conv2d ...] [--out FILE]
-Writes bench/results/cpu_speed_fit.md (a few minutes).
+Writes bench/results/cpu_speed_fit.md (several minutes).
 """
 import argparse
 import time
@@ -19,106 +20,102 @@ import numpy as np
 import pandas as pd
 
 from prenet import training
-from prenet.datasets import at_typical_speed, load_cpu
+from prenet.datasets import at_typical_speed, fastest_of_repeats, load_harness_rows
 from report import write_report
 
 ROOT = Path(__file__).resolve().parents[1]
-TYPICAL = 0.05  # a row whose two references lie this close to their medians ran at the typical speed
-WAYS = {"as measured": None, "scaled by the product": "reference_matmul_ms",
-        "scaled by the copy": "reference_copy_ms"}
+AGREE = 0.05  # a configuration whose two timings are this close makes the yardstick
 
 
 def key_strings(frame, columns):
     return frame[columns].astype(str).agg("|".join, axis=1).to_numpy()
 
 
-def errors(kind, fitted_on, judged_on, mode):
-    """Relative errors of a predictor fitted as prenet.fit fits one (our features, xgboost) on the rows of
-    `fitted_on` whose configurations fall in the training part of `judged_on`'s split (seed 0), on `judged_on`'s
-    test rows marked `typical`, against their `measured` times."""
+def truth(kind, first, second, mode):
+    """(one row per configuration timed in both sets with both times of `mode`: its configuration, `measured` the
+    geometric mean of the two times, `agree` whether they agree within AGREE; the configuration key columns)."""
     column = f"{mode}_ms"
     optimizer = ["optimizer"] if mode in ("optimizer", "train") else []
-    fitted_on, judged_on = ([frame[frame[column].notna() & (frame[column] > 0)].reset_index(drop=True)
-                             for frame in (fitted_on, judged_on)])
-    keys = training.config_keys(kind, judged_on) + optimizer
-    part = dict(zip(key_strings(judged_on, keys), training.split_by_configuration(judged_on, keys, 0)))
+    keys = training.config_keys(kind, first) + optimizer
+    pairs = first.merge(second[keys + [column]], on=keys, suffixes=("", "_second"))
+    pairs = pairs[(pairs[column] > 0) & (pairs[f"{column}_second"] > 0)].drop_duplicates(keys).reset_index(drop=True)
+    ratio = pairs[f"{column}_second"] / pairs[column]
+    return pairs.assign(measured=np.sqrt(pairs[column] * pairs[f"{column}_second"]),
+                        agree=np.abs(np.log(ratio)) <= np.log1p(AGREE)), keys
+
+
+def errors(kind, fitted_on, judged, keys, part, mode):
+    """Relative errors, on `judged`'s test configurations that agree, of a predictor fitted as prenet.fit fits
+    one (our features, xgboost) on the rows of `fitted_on` whose configurations are in the training part."""
+    column = f"{mode}_ms"
+    optimizer = "optimizer" if "optimizer" in keys else None
+    fitted_on = fitted_on[fitted_on[column].notna() & (fitted_on[column] > 0)].reset_index(drop=True)
     train = np.array([part.get(key) == "train" for key in key_strings(fitted_on, keys)])
     names = training.feature_sets(kind, fitted_on["gpu"].unique(), mode,
                                   fitted_on["optimizer"].unique() if optimizer else ())["ours"]
     target = training.target_for("ours", mode)
-    inputs = training.model_inputs(kind, fitted_on, names, optimizer[0] if optimizer else None)
     y = training.target_values(kind, fitted_on, target, column)
-    model = training.make_candidate("ours", "xgboost", names).fit(inputs[train], y[train])
+    model = training.make_candidate("ours", "xgboost", names).fit(
+        training.model_inputs(kind, fitted_on, names, optimizer)[train], y[train])
     result = {"model": model, "target_range": training.target_range(target, y[train])}
-    test = judged_on[np.array([part[key] == "test" for key in key_strings(judged_on, keys)]) & judged_on["typical"]]
-    inputs = training.model_inputs(kind, test, names, optimizer[0] if optimizer else None)
-    predicted = training.to_ms(kind, test, target, training.clipped_targets(result, inputs))
+    test = judged[np.array([part[key] == "test" for key in key_strings(judged, keys)]) & judged["agree"]]
+    predicted = training.to_ms(kind, test, target,
+                               training.clipped_targets(result, training.model_inputs(kind, test, names, optimizer)))
     return np.abs(predicted / test["measured"].to_numpy() - 1)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=ROOT / "data" / "cpu_speed")
-    parser.add_argument("--first", type=Path, help="a set of the same configurations timed before (data/cpu)")
+    parser.add_argument("--first", type=Path, default=ROOT / "data" / "cpu")
+    parser.add_argument("--second", type=Path, default=ROOT / "data" / "cpu_second")
     parser.add_argument("--modes", nargs="*", default=["train", "forward"])
     parser.add_argument("--kinds", nargs="*")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "cpu_speed_fit.md")
     args = parser.parse_args(argv)
     started = time.monotonic()
-    tables = load_cpu(args.data)
-    ways, speeds = {"as measured": tables}, {}
-    for way, reference in WAYS.items():
-        if reference:
-            ways[way], speeds[reference] = at_typical_speed(tables, reference)
-    if args.first:
-        ways["the first set"] = load_cpu(args.first)
-    rows, summary = [], {way: [] for way in ways}
-    for kind in args.kinds or sorted(tables):
-        measured = tables[kind]
-        typical = np.ones(len(measured), bool)
-        for reference, speed in speeds.items():
-            typical &= (np.abs(measured[reference] / speed - 1) <= TYPICAL).to_numpy()
+    first, second = (load_harness_rows([folder] + [models for models in [folder.with_name(f"{folder.name}_models")]
+                                                    if models.is_dir()]) for folder in (args.first, args.second))
+    both = {kind: pd.concat([first[kind], second[kind]], ignore_index=True) for kind in second}
+    ways = {"first set": first, "second set": second,
+            "second, scaled by its product": at_typical_speed(second, "reference_matmul_ms")[0],
+            "second, scaled by its copy": at_typical_speed(second, "reference_copy_ms")[0],
+            "both, the faster timing": fastest_of_repeats(both), "both, every row": both}
+    rows, summary, agreement = [], {way: [] for way in ways}, []
+    for kind in args.kinds or sorted(second):
         for mode in args.modes:
-            if measured[f"{mode}_ms"].notna().sum() < 100:
+            if second[kind][f"{mode}_ms"].notna().sum() < 100:
                 continue
+            judged, keys = truth(kind, first[kind], second[kind], mode)
+            part = dict(zip(key_strings(judged, keys), training.split_by_configuration(judged, keys, 0)))
+            agreement.append(judged["agree"].mean())
             cells = []
-            judged_on = measured.assign(typical=typical, measured=measured[f"{mode}_ms"])
-            for way, frames in ways.items():
-                e = errors(kind, frames[kind], judged_on, mode)
+            for way, tables in ways.items():
+                e = errors(kind, tables[kind], judged, keys, part, mode)
                 summary[way].append((np.median(e), np.quantile(e, 0.9)))
                 cells.append(f"{100 * np.median(e):.1f}% / {100 * np.quantile(e, 0.9):.1f}%")
-            rows.append(f"| {kind} | {mode} | {len(e)} | " + " | ".join(cells) + " |")
+            rows.append(f"| {kind} | {mode} | {len(judged)} | {judged['agree'].mean():.0%} | {len(e)} | "
+                        + " | ".join(cells) + " |")
             print(rows[-1], flush=True)
-    every = pd.concat([frame[list(speeds)] for frame in tables.values()])
-    spread = [f"{reference.split('_')[1]} {speed:.3f} ms typical (10th-90th percentile "
-              f"{np.quantile(every[reference], 0.1):.3f}-{np.quantile(every[reference], 0.9):.3f})"
-              for reference, speed in speeds.items()]
-    at_typical = np.ones(len(every), bool)
-    for reference, speed in speeds.items():
-        at_typical &= (np.abs(every[reference] / speed - 1) <= TYPICAL).to_numpy()
     lines = [f"| {way} | {100 * np.median([m for m, _ in cells]):.2f}% | "
+             f"{100 * np.median([p for _, p in cells]):.2f}% | "
              f"{sum(m <= 0.05 and p <= 0.15 for m, p in cells)} of {len(cells)} |" for way, cells in summary.items()]
+
     def shown(path):
         return path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
 
-    command = " ".join(["taskset -c 0 .venv/bin/python bench/cpu_speed_fit.py", f"--data {shown(args.data)}"]
-                       + ([f"--first {shown(args.first)}"] if args.first else [])
-                       + ([f"--kinds {' '.join(args.kinds)}"] if args.kinds else []))
-    first = (f"; and on the first set, {shown(args.first)}, the same configurations timed before, as measured"
-             if args.first else "")
+    command = " ".join(["taskset -c 0 .venv/bin/python bench/cpu_speed_fit.py", f"--first {shown(args.first)}",
+                        f"--second {shown(args.second)}"] + ([f"--kinds {' '.join(args.kinds)}"] if args.kinds else []))
     write_report(args.out, "\n".join([
-        "# CPU predictors fitted with the host's recorded speed divided out", "",
+        "# CPU predictors from two timings of one set of configurations", "",
         f"`{command}` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {time.monotonic() - started:.0f} s). "
-        f"{len(every)} rows of {shown(args.data)}; the host's speed as they ran: {'; '.join(spread)}; "
-        f"{at_typical.mean():.0%} of rows ran at the typical speed (both within {TYPICAL:.0%}). Each kind and mode "
-        "fitted on our features with xgboost (the training part of prenet.fit's split): on the set's times as "
-        f"measured, and scaled to the typical speed by the product or by the copy{first}. Every cell is judged on "
-        "the same rows, the test configurations' rows that ran at the typical speed, against their measured times "
-        "(median / 90th percentile relative error). Issue 4's target: 5% / 15%.", "",
-        "| fitted on | median of the medians | kind and mode pairs within 5% / 15% |", "| --- | --- | --- |",
-        *lines, "",
-        "| kind | mode | test rows at the typical speed | " + " | ".join(ways) + " |",
-        "| --- | --- | --- | " + " | ".join("---" for _ in ways) + " |", *rows, ""]))
+        f"Each kind and mode fitted on our features with xgboost on the training configurations of each data "
+        f"below; every cell judged on the same truth: the test configurations whose two timings agree within "
+        f"{AGREE:.0%} (a median {np.median(agreement):.0%} of a kind's configurations do), at the geometric mean of "
+        "the two (median / 90th percentile relative error). Issue 4's target: 5% / 15%.", "",
+        "| fitted on | median of the medians | median of the 90th percentiles | kind and mode pairs within 5% / 15% |",
+        "| --- | --- | --- | --- |", *lines, "",
+        "| kind | mode | configurations timed twice | agreeing | test rows | " + " | ".join(ways) + " |",
+        "| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in ways) + " |", *rows, ""]))
 
 
 if __name__ == "__main__":

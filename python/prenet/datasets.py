@@ -122,6 +122,21 @@ def at_typical_speed(tables, reference="reference_matmul_ms"):
     return scaled, typical
 
 
+def fastest_of_repeats(tables):
+    """`tables` (load_harness_rows) with one row per configuration, each mode's time the fastest of the
+    configuration's timings where it was timed more than once (collections of the same samples, taken apart in
+    time). This project's virtual machine runs stretches of minutes up to 1.7 times slower (data/README.md); no
+    disturbance makes a layer run faster, so of timings taken apart the fastest is the nearest to the layer's own
+    time (bench/cpu_speed_fit.py). The host's speed columns are left out: no single timing's speed applies."""
+    modes = list(CPU_MODES.values())
+    fastest = {}
+    for kind, frame in tables.items():
+        keys = [c for c in frame.columns if c not in modes and c not in SPEED_COLUMNS]
+        fastest[kind] = (frame.groupby(keys, dropna=False, sort=False)[[m for m in modes if m in frame]].min()
+                         .reset_index())
+    return fastest
+
+
 def cpu_folder():
     """data/cpu of the repository (PRENET_CPU_DATA overrides; an installed package looks in ./data/cpu)."""
     default = Path(__file__).resolve().parents[2] / "data" / "cpu"
@@ -130,25 +145,29 @@ def cpu_folder():
     return Path(os.environ.get("PRENET_CPU_DATA", default))
 
 
+# Folders beside a CPU set `<name>` that belong to it: `<name>_models`, rows of the sampler's "models" profile
+# (prenet.sampling; convolutions as CNNs build them); `<name>_second`, the same configurations timed a second time,
+# apart, with its own `_models` rows.
+COMPANIONS = ("models", "second", "second_models")
+
+
 def cpu_folders(folder=None):
-    """The folders of our CPU set: `folder` (default cpu_folder()), and beside it `<its name>_models` where that
-    exists: rows drawn by the sampler's "models" profile (prenet.sampling; convolutions as CNNs build them)."""
+    """The folders of our CPU set: `folder` (default cpu_folder()) and those of its COMPANIONS that exist."""
     folder = Path(folder) if folder else cpu_folder()
-    models = folder.with_name(f"{folder.name}_models")
-    return [folder] + ([models] if models.is_dir() else [])
+    return [folder] + [f for f in (folder.with_name(f"{folder.name}_{c}") for c in COMPANIONS) if f.is_dir()]
 
 
 def load_cpu(folder=None):
-    """{native kind: DataFrame} of our CPU set (the rows of cpu_folders(folder) together): successful rows only,
-    configuration keys, `gpu` (the host's catalog name), `optimizer` and one column per mode. The harness's
-    `activation` rows become the native activation kinds (relu, gelu, tanh, sigmoid, silu); `linear` keeps its
-    rows without a fused activation (those with one are a linear plus an activation kernel, which the native table
-    times separately)."""
+    """{native kind: DataFrame} of our CPU set (the rows of cpu_folders(folder) together), one row per
+    configuration, each mode the fastest of its timings (fastest_of_repeats): configuration keys, `gpu` (the host's
+    catalog name), `optimizer` and one column per mode. The harness's `activation` rows become the native activation
+    kinds (relu, gelu, tanh, sigmoid, silu); `linear` keeps its rows without a fused activation (those with one are a
+    linear plus an activation kernel, which the native table times separately)."""
     folders = cpu_folders(folder)
     if not sorted(folders[0].glob("*.csv")):
         raise FileNotFoundError(f"no CPU layer data (<kind>.csv) in {folders[0]}; collect it with `prenet collect` "
                                 "or set PRENET_CPU_DATA")
-    return load_harness_rows(folders)
+    return fastest_of_repeats(load_harness_rows(folders))
 
 
 def collection_folders(data, device_folder):

@@ -104,7 +104,8 @@ def main(argv=None):
         return path.resolve().relative_to(ROOT) if path.resolve().is_relative_to(ROOT) else path
 
     command = " ".join(["taskset -c 0 .venv/bin/python bench/cpu_speed_fit.py", f"--first {shown(args.first)}",
-                        f"--second {shown(args.second)}"] + ([f"--kinds {' '.join(args.kinds)}"] if args.kinds else []))
+                        f"--second {shown(args.second)}", f"--modes {' '.join(args.modes)}"]
+                       + ([f"--kinds {' '.join(args.kinds)}"] if args.kinds else []))
     write_report(args.out, "\n".join([
         "# CPU predictors from two timings of one set of configurations", "",
         f"`{command}` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {time.monotonic() - started:.0f} s). "

@@ -20,15 +20,11 @@ import numpy as np
 import pandas as pd
 
 from prenet import training
-from prenet.datasets import at_typical_speed, fastest_of_repeats, load_harness_rows
+from prenet.datasets import at_typical_speed, cpu_folders, fastest_of_repeats, load_harness_rows
 from report import write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 AGREE = 0.05  # a configuration whose two timings are this close makes the yardstick
-
-
-def key_strings(frame, columns):
-    return frame[columns].astype(str).agg("|".join, axis=1).to_numpy()
 
 
 def truth(kind, first, second, mode):
@@ -50,7 +46,7 @@ def errors(kind, fitted_on, judged, keys, part, mode):
     column = f"{mode}_ms"
     optimizer = "optimizer" if "optimizer" in keys else None
     fitted_on = fitted_on[fitted_on[column].notna() & (fitted_on[column] > 0)].reset_index(drop=True)
-    train = np.array([part.get(key) == "train" for key in key_strings(fitted_on, keys)])
+    train = np.array([part.get(key) == "train" for key in training.configuration_strings(fitted_on, keys)])
     names = training.feature_sets(kind, fitted_on["gpu"].unique(), mode,
                                   fitted_on["optimizer"].unique() if optimizer else ())["ours"]
     target = training.target_for("ours", mode)
@@ -58,7 +54,8 @@ def errors(kind, fitted_on, judged, keys, part, mode):
     model = training.make_candidate("ours", "xgboost", names).fit(
         training.model_inputs(kind, fitted_on, names, optimizer)[train], y[train])
     result = {"model": model, "target_range": training.target_range(target, y[train])}
-    test = judged[np.array([part[key] == "test" for key in key_strings(judged, keys)]) & judged["agree"]]
+    tested = np.array([part[key] == "test" for key in training.configuration_strings(judged, keys)])
+    test = judged[tested & judged["agree"]]
     predicted = training.to_ms(kind, test, target,
                                training.clipped_targets(result, training.model_inputs(kind, test, names, optimizer)))
     return np.abs(predicted / test["measured"].to_numpy() - 1)
@@ -73,8 +70,9 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "cpu_speed_fit.md")
     args = parser.parse_args(argv)
     started = time.monotonic()
-    first, second = (load_harness_rows([folder] + [models for models in [folder.with_name(f"{folder.name}_models")]
-                                                    if models.is_dir()]) for folder in (args.first, args.second))
+    # each set alone, with its models-profile rows: load_cpu would take the faster of both sets' timings
+    first, second = (load_harness_rows(cpu_folders(folder, companions=("models",)))
+                     for folder in (args.first, args.second))
     both = {kind: pd.concat([first[kind], second[kind]], ignore_index=True) for kind in second}
     ways = {"first set": first, "second set": second,
             "second, scaled by its product": at_typical_speed(second, "reference_matmul_ms")[0],
@@ -86,7 +84,8 @@ def main(argv=None):
             if second[kind][f"{mode}_ms"].notna().sum() < 100:
                 continue
             judged, keys = truth(kind, first[kind], second[kind], mode)
-            part = dict(zip(key_strings(judged, keys), training.split_by_configuration(judged, keys, 0)))
+            part = dict(zip(training.configuration_strings(judged, keys),
+                            training.split_by_configuration(judged, keys, 0)))
             agreement.append(judged["agree"].mean())
             cells = []
             for way, tables in ways.items():

@@ -151,10 +151,11 @@ def cpu_folder():
 COMPANIONS = ("models", "second", "second_models")
 
 
-def cpu_folders(folder=None):
-    """The folders of our CPU set: `folder` (default cpu_folder()) and those of its COMPANIONS that exist."""
+def cpu_folders(folder=None, companions=COMPANIONS):
+    """The folders of our CPU set: `folder` (default cpu_folder()) and those of its `companions` (of COMPANIONS)
+    that exist."""
     folder = Path(folder) if folder else cpu_folder()
-    return [folder] + [f for f in (folder.with_name(f"{folder.name}_{c}") for c in COMPANIONS) if f.is_dir()]
+    return [folder] + [f for f in (folder.with_name(f"{folder.name}_{c}") for c in companions) if f.is_dir()]
 
 
 def load_cpu(folder=None):

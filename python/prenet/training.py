@@ -163,10 +163,16 @@ def to_ms(kind, frame, target, raw):
     return np.exp(raw) * model_inputs(kind, frame, [target.split(":", 1)[1]])[:, 0]
 
 
+def configuration_strings(frame, config_columns):
+    """Per row of `frame`, its configuration (the values of `config_columns`) as one string: the key the split
+    draws its parts over."""
+    return frame[config_columns].astype(str).agg("|".join, axis=1)
+
+
 def split_by_configuration(frame, config_columns, seed=0):
     """'train' / 'validation' / 'test' per row, 80/10/10 over distinct configurations (a configuration measured
     on several devices lands in one part)."""
-    keys = frame[config_columns].astype(str).agg("|".join, axis=1)
+    keys = configuration_strings(frame, config_columns)
     unique = np.array(sorted(keys.unique()))
     order = np.random.default_rng(seed).permutation(len(unique))
     part = np.empty(len(unique), dtype=object)

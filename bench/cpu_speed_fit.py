@@ -43,21 +43,11 @@ def truth(kind, first, second, mode):
 def errors(kind, fitted_on, judged, keys, part, mode):
     """Relative errors, on `judged`'s test configurations that agree, of a predictor fitted as prenet.fit fits
     one (our features, xgboost) on the rows of `fitted_on` whose configurations are in the training part."""
-    column = f"{mode}_ms"
-    optimizer = "optimizer" if "optimizer" in keys else None
-    fitted_on = fitted_on[fitted_on[column].notna() & (fitted_on[column] > 0)].reset_index(drop=True)
-    train = np.array([part.get(key) == "train" for key in training.configuration_strings(fitted_on, keys)])
-    names = training.feature_sets(kind, fitted_on["gpu"].unique(), mode,
-                                  fitted_on["optimizer"].unique() if optimizer else ())["ours"]
-    target = training.target_for("ours", mode)
-    y = training.target_values(kind, fitted_on, target, column)
-    model = training.make_candidate("ours", "xgboost", names).fit(
-        training.model_inputs(kind, fitted_on, names, optimizer)[train], y[train])
-    result = {"model": model, "target_range": training.target_range(target, y[train])}
+    result, = training.fit_kind(kind, fitted_on, mode, families=("xgboost",), sets=("ours",), split=part)
     tested = np.array([part[key] == "test" for key in training.configuration_strings(judged, keys)])
     test = judged[tested & judged["agree"]]
-    predicted = training.to_ms(kind, test, target,
-                               training.clipped_targets(result, training.model_inputs(kind, test, names, optimizer)))
+    inputs = training.model_inputs(kind, test, result["features"], "optimizer" if "optimizer" in keys else None)
+    predicted = training.to_ms(kind, test, result["target"], training.clipped_targets(result, inputs))
     return np.abs(predicted / test["measured"].to_numpy() - 1)
 
 

@@ -37,6 +37,23 @@ def test_split_is_by_configuration_and_80_10_10(layer_norm_rows):
     assert 0.7 < shares["train"] < 0.9 and 0.05 < shares["test"] < 0.15
 
 
+def test_a_given_split_is_used_as_given(layer_norm_rows):
+    """fit_kind with `split` fits on the configurations it names as training ones and scores on the rest: two
+    data sets of the same configurations (a configuration missing from one of them) share one split."""
+    keys = ["batch", "normalized_shape"]
+    strings = training.configuration_strings(layer_norm_rows, keys)
+    split = dict(zip(strings, training.split_by_configuration(layer_norm_rows, keys, seed=3)))
+    fewer = layer_norm_rows.iloc[10:].reset_index(drop=True)  # drawn anew, its split would differ throughout
+    result, = training.fit_kind("layer_norm", fewer, families=["linear"], sets=["ours"], split=split)
+    fewer_parts = training.configuration_strings(fewer, keys).map(split)
+    assert result["test"]["n"] == (fewer_parts == "test").sum()
+    assert result["validation"]["n"] == (fewer_parts == "validation").sum()
+    assert (fewer_parts.to_numpy() != training.split_by_configuration(fewer, keys, seed=3)).any()
+    with pytest.raises(ValueError, match="no validation rows, no test rows"):
+        training.fit_kind("layer_norm", fewer, families=["linear"], sets=["ours"],
+                          split={key: "train" for key in strings})
+
+
 @pytest.mark.parametrize("family", training.FAMILIES)
 def test_native_predictions_agree_with_python(family, layer_norm_rows, tmp_path):
     results = training.fit_kind("layer_norm", layer_norm_rows, families=[family], sets=["ours"], mlp_epochs=2,

@@ -351,20 +351,29 @@ def scores(measured_ms, predicted_ms):
             "median_rel": float(np.median(error)), "p90_rel": float(np.quantile(error, 0.9)), "n": int(len(error))}
 
 
-def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epochs=300, seed=0, trees=None):
+def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epochs=300, seed=0, trees=None,
+             split=None):
     """Fits every (feature set, family) to the `<mode>_ms` column on the training part; returns a list of result
     dicts with validation and test scores and the fitted models. Rows without a time for the mode (an optimizer
     step of a kind without parameters) are left out. Kinds of KERNEL_CHOICE_KINDS whose frame has a `kernel`
     column also get the "kernel" set: ours with the kind's tile features (prenet/features.hpp), and the kernel a
     classifier predicts from them (KernelChoiceModel). The "blend" set is fitted with the tree families only
-    (make_candidate)."""
+    (make_candidate). `split`: {configuration string (configuration_strings over the kind's keys, and the optimizer
+    where the mode has one): its part} in place of the one drawn here, so that predictors fitted on different data
+    sets of the same configurations share one (a row whose configuration it lacks is in no part)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     ms_column = f"{mode}_ms"
     frame = frame[frame[ms_column].notna() & (frame[ms_column] > 0)].reset_index(drop=True)
     optimizer_column = "optimizer" if mode in ("optimizer", "train") else None
-    config_columns = config_keys(kind, frame)
-    part = split_by_configuration(frame, config_columns + ([optimizer_column] if optimizer_column else []), seed)
+    split_columns = config_keys(kind, frame) + ([optimizer_column] if optimizer_column else [])
+    part = (split_by_configuration(frame, split_columns, seed) if split is None else
+            configuration_strings(frame, split_columns).map(split).to_numpy())
+    empty = [f"no {name} rows" for which, name in (("train", "training"), ("validation", "validation"),
+                                                   ("test", "test")) if not (part == which).any()]
+    if empty:
+        raise ValueError(f"{kind} ({mode}): the split leaves {', '.join(empty)} among the {len(frame)} timed rows; "
+                         "fitting needs all three parts")
     optimizers = frame[optimizer_column].unique() if optimizer_column else ()
     candidates = feature_sets(kind, frame["gpu"].unique(), mode, optimizers)
     if kind in KERNEL_CHOICE_KINDS and "kernel" in frame:

@@ -80,3 +80,28 @@ def test_host_catalog_of_a_second_cpu_set(monkeypatch, tmp_path):
     monkeypatch.setenv("PRENET_HOST_CATALOG", str(tmp_path / "missing.csv"))
     with pytest.raises(FileNotFoundError, match="PRENET_HOST_CATALOG"):
         catalog.host_catalog()
+
+
+def test_a_host_is_known_by_its_cpuid_model_not_only_its_name(monkeypatch, tmp_path):
+    """Virtual machines give generic model names: two Intel CPUs of this project's machines, CPUID models 207 and
+    167, both report "Intel(R) Xeon(R) Processor". The one the predictors were measured on is its host; the
+    other, of the same name, is not, and is told so (and calibrates to its own file)."""
+    from prenet import catalog, host_calibration, host_cost
+
+    def cpuinfo(*lines):
+        path = tmp_path / f"cpuinfo{len(list(tmp_path.iterdir()))}"
+        path.write_text("\n".join(lines) + "\n\nprocessor\t: 1\nmodel name\t: the second core\n")
+        monkeypatch.setattr(host_cost, "CPUINFO", path)
+
+    monkeypatch.setenv("PRENET_HOST_CATALOG", str(ROOT / "data" / "hosts_intel_xeon.csv"))
+    monkeypatch.setenv("PRENET_CACHE", str(tmp_path))
+    cpuinfo("processor\t: 0", "cpu family\t: 6", "model\t\t: 207", "model name\t: Intel(R) Xeon(R) Processor")
+    assert host_cost.cpu_model() == "Intel(R) Xeon(R) Processor (family 6 model 207)"
+    assert catalog.unmeasured_host_warning("cpu") is None
+    measured_file = host_calibration.calibration_path()
+    cpuinfo("processor\t: 0", "cpu family\t: 6", "model\t\t: 167", "model name\t: Intel(R) Xeon(R) Processor")
+    warning = catalog.unmeasured_host_warning("cpu")
+    assert "this machine's CPU (Intel(R) Xeon(R) Processor (family 6 model 167)) is not the host" in warning
+    assert host_calibration.calibration_path() != measured_file
+    cpuinfo("processor\t: 0", "model name\t: Some Board CPU")  # no CPUID family: the name alone
+    assert host_cost.cpu_model() == "Some Board CPU"

@@ -636,7 +636,7 @@ def test_cpu_estimates_say_when_this_machine_is_not_the_measured_host(monkeypatc
     with pytest.warns(UserWarning, match=r"this machine's CPU \(Some Other CPU 9000\) is not the host") as caught:
         prenet.predict(SmallCnn(), batch=4, gpu="cpu", input_shape=(3, 16, 16), dataset_size=8)
     assert caught[0].filename == __file__  # the caller's line, not prenet's
-    measured_host = prenet.catalog.host_catalog().rows()[0]["aliases"][-1]  # its model name, as /proc/cpuinfo gives it
+    measured_host = prenet.catalog.host_catalog().rows()[0]["aliases"][-1]  # as host_cost.cpu_model gives it
     monkeypatch.setattr(host_cost, "cpu_model", lambda: measured_host)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

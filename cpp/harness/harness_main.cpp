@@ -84,12 +84,22 @@ torch::Dtype parse_dtype(const std::string& name) {
     usage_error("unknown dtype '" + name + "'; accepted: float32 bfloat16 float16");
 }
 
+// The CPU as prenet.host_cost.cpu_model names it: the model name, and the CPUID family and model where
+// /proc/cpuinfo gives them (a virtual machine's name can be generic, shared by CPUs of several generations).
 std::string host_cpu_model() {
     std::ifstream cpuinfo("/proc/cpuinfo");
-    for (std::string line; std::getline(cpuinfo, line);) {
-        if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+    std::string name, family, model;
+    for (std::string line; std::getline(cpuinfo, line) && !line.empty();) {  // the first processor's block
+        const auto colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        const auto key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+        const auto value = colon + 2 <= line.size() ? line.substr(colon + 2) : std::string();
+        if (key == "model name" && name.empty()) name = value;
+        if (key == "cpu family" && family.empty()) family = value;
+        if (key == "model" && model.empty()) model = value;
     }
-    return "unknown";
+    if (name.empty()) name = "unknown";
+    return family.empty() || model.empty() ? name : name + " (family " + family + " model " + model + ")";
 }
 
 // The BLAS library the process loaded (Debian switches it through alternatives), from /proc/self/maps.

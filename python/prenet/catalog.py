@@ -58,8 +58,9 @@ def device_catalog(name):
 
 
 def unmeasured_host_warning(host):
-    """None when this machine's CPU is the measured host `host` (a host catalog name: its aliases hold the CPU's
-    model name as /proc/cpuinfo gives it), else a sentence saying the estimate is for that host, not this CPU."""
+    """None when this machine's CPU is the measured host `host` (a host catalog name: its last alias is the CPU as
+    prenet.host_cost.cpu_model gives it, model name with CPUID family and model), else a sentence saying the
+    estimate is for that host, not this CPU."""
     from .host_cost import cpu_model
 
     here = cpu_model()

@@ -22,6 +22,7 @@ from pathlib import Path
 from .host_memory import first_touch_us_per_page
 
 PACKAGED_COSTS = Path(__file__).resolve().parent / "data" / "host_costs.json"
+CPUINFO = Path("/proc/cpuinfo")
 PACKAGED_GPU_HOST_COSTS = Path(__file__).resolve().parent / "data" / "gpu_host_costs.json"
 
 
@@ -35,13 +36,23 @@ def _per_call_us(step, calls, repeats=15):
 
 
 def cpu_model():
+    """This machine's CPU: its model name as /proc/cpuinfo gives it and, where it gives them, its CPUID family and
+    model ("Intel(R) Xeon(R) Processor (family 6 model 167)"). The name alone can be a virtual machine's generic
+    one: this project's machines have reported "Intel(R) Xeon(R) Processor" for CPUs of models 207 and 167, whose
+    layer times differ, so a host (the catalog's aliases) and a calibration (its file) are known by both."""
+    fields = {}
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        for line in CPUINFO.read_text().splitlines():
+            if not line.strip():
+                break  # the first processor's block is enough: they are alike
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    name = fields.get("model name") or platform.processor() or platform.machine()
+    if fields.get("cpu family") and fields.get("model"):
+        return f"{name} (family {fields['cpu family']} model {fields['model']})"
+    return name
 
 
 def measure():

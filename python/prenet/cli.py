@@ -343,7 +343,7 @@ def parser():
                    "memory, price source) in the table")
     o.set_defaults(run=_compare)
     h = sub.add_parser("calibrate", help="time reference layers on this CPU to calibrate the CPU predictors to it "
-                       "(about two minutes; resumed if interrupted), or with --gpu on this machine's CUDA GPU")
+                       "(two to four minutes; resumed if interrupted), or with --gpu on this machine's CUDA GPU")
     h.add_argument("--gpu", nargs="?", const="", default=None, metavar="NAME",
                    help="calibrate the GPU predictors to this machine's CUDA GPU instead (its catalog name; default "
                    "the name torch reports): 10 timed layers per kind, applied to every prediction for that GPU")

@@ -456,7 +456,7 @@ def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, d
     if (catalog is host_catalog() and not isinstance(native, host_calibration.CalibratedBundle) and
             (other_host := unmeasured_host_warning(device))):
         # attributed to predict's caller, past predict and its collector_paused wrapper
-        warnings.warn(f"{other_host}; `prenet calibrate` (about two minutes) calibrates the predictors to this CPU",
+        warnings.warn(f"{other_host}; `prenet calibrate` (two to four minutes) calibrates the predictors to this CPU",
                       stacklevel=3)
     traced = trace_steps(model, batch, dataset_size, input_shape, example_input, precision)
     return estimate_traced(traced, batch, gpu, dataset_size, optimizer, precision, bundle)

@@ -546,14 +546,18 @@ def test_a_fit_killed_outright_takes_its_workers_with_it(tmp_path):
     import subprocess
     import time
 
-    command = [sys.executable, "-m", "prenet.fit", "--data", "neusight", "--kinds", "relu", "add", "--families",
+    # the two largest kinds, whose fits of 5,000 trees take minutes on any of this project's machines (relu and add
+    # were done in 13-16 s on the Intel Xeon of 2026-11-26's evening, before their workers were seen busy)
+    command = [sys.executable, "-m", "prenet.fit", "--data", "neusight", "--kinds", "conv2d", "bmm", "--families",
                "xgboost", "--sets", "ours", "--trees", "5000", "--jobs", "2", "--out", str(tmp_path / "bundle"),
                "--results", str(tmp_path / "tables.md")]
     fit = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline, workers = time.monotonic() + 180, []
-    while time.monotonic() < deadline and (len(workers) < 2 or min(map(_cpu_seconds, workers)) < BUSY_CPU_S):
+    while time.monotonic() < deadline and fit.poll() is None and (
+            len(workers) < 2 or min(map(_cpu_seconds, workers)) < BUSY_CPU_S):
         time.sleep(0.5)  # until both workers (beside multiprocessing's tracker) are well into their kinds' fits
         workers = [pid for pid in _children(fit.pid) if "spawn_main" in Path(f"/proc/{pid}/cmdline").read_text()]
+    assert fit.poll() is None, f"the fit ended (exit status {fit.returncode}) before its workers were seen busy"
     assert len(workers) == 2 and min(map(_cpu_seconds, workers)) >= BUSY_CPU_S, "the fit's workers never got busy"
     fit.send_signal(signal.SIGKILL)
     fit.wait()

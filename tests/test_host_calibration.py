@@ -20,7 +20,22 @@ def test_theil_sen_recovers_a_line_and_ignores_one_outlier():
     assert host_calibration._theil_sen(points) == pytest.approx((-0.25, 0.5))
     curve = host_calibration.Curve([(math.log(0.1), math.log(2.0)), (math.log(10.0), math.log(0.5))])
     assert curve.factor(1.0) == pytest.approx(1.0)
-    assert curve.factor(1e-4) == pytest.approx(2.0) and curve.factor(1e4) == pytest.approx(0.5)  # held constant
+    # held constant beyond the 10th and 90th percentiles of the points' log times: a tenth of the way from 0.1 ms
+    # (factor 2) towards 10 ms (0.5), the factor has fallen by 4 ** 0.1
+    assert curve.factor(1e-4) == pytest.approx(2.0 ** 0.8) and curve.factor(1e4) == pytest.approx(2.0 ** -0.8)
+
+
+def test_a_curve_does_not_carry_its_slope_to_the_few_largest_layers():
+    """Most reference layers of an elementwise kind are tiny: the slope those set, carried to the few large ones at
+    the end of the range, made a large ReLU many times its ratio. The line holds only over the middle 80% of the
+    layers' predicted times."""
+    tiny = [5e-4 * 20 ** (i / 35) for i in range(36)]  # 0.5-10 us, the time here rising as ms ** 0.3 over them
+    points = [(math.log(ms), 0.3 * math.log(ms / 5e-4)) for ms in tiny]
+    points += [(math.log(ms), math.log(2.5)) for ms in (0.5, 1.0, 2.0, 4.0)]  # four large ones, 2.5 times
+    curve = host_calibration.Curve(points)
+    assert curve.slope == pytest.approx(0.3, abs=0.01)
+    assert math.exp(curve.intercept + curve.slope * math.log(4.0)) > 10  # the line itself, at the largest
+    assert 2.0 < curve.factor(4.0) < 3.5 and curve.factor(100.0) == curve.factor(4.0)
 
 
 def _record(ratios, host_costs=None):

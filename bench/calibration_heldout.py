@@ -1,6 +1,7 @@
 """The host calibration judged on layers it was not fitted on: layers drawn at random (not spread) among sampler
-indices that neither the CPU set (0..1,999) nor the calibration's reference layers (100,000 onwards) use, timed
-here with the same harness, against the measured host's predictions scaled by this CPU's calibration and
+indices that neither the CPU set (0..1,999) nor the calibration's reference layers (100,000 onwards) use, and
+LARGE_ELEMENTWISE layers (the sampler draws few large ones, so the reference layers leave them to the curves' ends),
+timed here with the same harness, against the measured host's predictions scaled by this CPU's calibration and
 unscaled.
 
 Run:  .venv/bin/python bench/calibration_heldout.py [--per-kind 12] [--calibrations FILE ...] [--out FILE]
@@ -20,6 +21,22 @@ from report import write_report
 
 FIRST_INDEX = 300_000  # beyond the reference layers' CANDIDATES x 5 from 100,000
 CANDIDATES = 200  # per harness kind (x 5 for the activations, one kind per op)
+# (native kind, harness kind, its extra keys) x (batch, features): elementwise layers of 0.1-8 million elements
+LARGE_ELEMENTWISE = ([(op, "activation", {"op": op}) for op in ("relu", "gelu", "sigmoid", "tanh", "silu")] +
+                     [("add", "add", {}), ("softmax", "softmax", {})],
+                     [(8, 16384), (32, 16384), (64, 32768), (16, 262144), (128, 65536)])
+
+
+def large_elementwise_layers():
+    """LARGE_ELEMENTWISE as (harness kind, harness configuration, native kind, native configuration, predicted)."""
+    kinds, sizes = LARGE_ELEMENTWISE
+    layers = []
+    for native, harness_kind, extra in kinds:
+        for batch, features in sizes:
+            native_config = {"batch": batch, "features": features}
+            layers.append((harness_kind, {**native_config, **extra, "optimizer": "sgd"}, native, native_config,
+                           host_calibration._predicted(native, native_config, "sgd")))
+    return layers
 
 
 def errors(rows, calibration, part, at_least_ms=0.0):
@@ -54,32 +71,39 @@ def main(argv=None):
     rng = random.Random(0)
     picked = [layer for _, layers in sorted(host_calibration.candidate_layers(FIRST_INDEX, CANDIDATES).items())
               for layer in rng.sample(layers, min(args.per_kind, len(layers)))]
-    harness, rows = Harness("cpu", threads=1), []
+    sets = {"drawn": picked, "large elementwise": large_elementwise_layers()}
+    timed = {name: [] for name in sets}
+    harness = Harness("cpu", threads=1)
     try:
-        for i, (kind, config, native, native_config, predicted) in enumerate(picked):
-            result = harness.time(i, kind, config, host_calibration.HARNESS_TIMEOUT_S)
-            if result["status"] == "ok":
-                rows.append({"kind": native, "native_config": native_config,
-                             "predicted_forward_ms": predicted["forward"], "predicted_train_ms": predicted["train"],
-                             "forward_ms": result["forward_ms"], "train_ms": result["train_step_ms"]})
+        for name, layers in sets.items():
+            for i, (kind, config, native, native_config, predicted) in enumerate(layers):
+                result = harness.time(i, kind, config, host_calibration.HARNESS_TIMEOUT_S)
+                if result["status"] == "ok":
+                    timed[name].append({"kind": native, "native_config": native_config,
+                                        "predicted_forward_ms": predicted["forward"],
+                                        "predicted_train_ms": predicted["train"],
+                                        "forward_ms": result["forward_ms"], "train_ms": result["train_step_ms"]})
     finally:
         harness.stop()
     command = " ".join(["bench/calibration_heldout.py", f"--per-kind {args.per_kind}"] +
                        ([f"--calibrations {' '.join(map(str, paths))}"] if args.calibrations else []))
+    counts = "; ".join(f"{name}: {len(timed[name])} of {len(layers)}" for name, layers in sets.items())
     lines = ["# The host calibration on layers it was not fitted on", "",
              f"`.venv/bin/python {command}` ({time.strftime('%Y-%m-%d')}, {time.monotonic() - started:.0f} s): "
-             f"{len(rows)} layers timed here (of {len(picked)} drawn). Relative error of each layer's predicted "
-             "time against its time here.", ""]
+             f"layers timed here ({counts}). Relative error of each layer's predicted time against its time here, "
+             "calibrated and uncalibrated (median / 90th percentile).", ""]
     for path, calibration in calibrations:
         lines += [f"`{path}`: {calibration.describe()}.", "",
-                  "| part | layers | calibrated: median | 90th percentile | uncalibrated: median | 90th percentile |",
-                  "| --- | --- | --- | --- | --- | --- |"]
-        for part in ("forward", "train"):
-            for label, at_least in (("all", 0.0), ("predicted >= 0.5 ms", 0.5)):
-                calibrated, unscaled = errors(rows, calibration, part, at_least)
-                lines.append(f"| {part}, {label} | {len(calibrated)} | {100 * np.median(calibrated):.1f}% | "
-                             f"{100 * np.quantile(calibrated, 0.9):.1f}% | {100 * np.median(unscaled):.1f}% | "
-                             f"{100 * np.quantile(unscaled, 0.9):.1f}% |")
+                  "| layers | part | count | calibrated | uncalibrated |", "| --- | --- | --- | --- | --- |"]
+        for name, rows in timed.items():
+            for part in ("forward", "train"):
+                for label, at_least in (("all", 0.0), ("predicted >= 0.5 ms", 0.5)):
+                    calibrated, unscaled = errors(rows, calibration, part, at_least)
+                    if not len(calibrated):
+                        continue
+                    lines.append(f"| {name}, {label} | {part} | {len(calibrated)} | " + " | ".join(
+                        f"{100 * np.median(e):.1f}% / {100 * np.quantile(e, 0.9):.1f}%"
+                        for e in (calibrated, unscaled)) + " |")
         lines.append("")
     write_report(args.out, "\n".join(lines))
 

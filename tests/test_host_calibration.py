@@ -1,6 +1,7 @@
 """Calibration of the CPU predictors to a CPU other than the measured host (prenet.host_calibration)."""
 import json
 import math
+import statistics
 
 import pytest
 import torch.nn as nn
@@ -13,29 +14,36 @@ from prenet.sampling import sample_config
 OTHER_CPU = "Some Other CPU 9000"
 
 
-def test_theil_sen_recovers_a_line_and_ignores_one_outlier():
-    points = [(x, 0.5 - 0.25 * x) for x in range(-3, 4)]
-    assert host_calibration._theil_sen(points) == pytest.approx((-0.25, 0.5))
-    points[2] = (points[2][0], 40.0)
-    assert host_calibration._theil_sen(points) == pytest.approx((-0.25, 0.5))
-    curve = host_calibration.Curve([(math.log(0.1), math.log(2.0)), (math.log(10.0), math.log(0.5))])
-    assert curve.factor(1.0) == pytest.approx(1.0)
-    # held constant beyond the 10th and 90th percentiles of the points' log times: a tenth of the way from 0.1 ms
-    # (factor 2) towards 10 ms (0.5), the factor has fallen by 4 ** 0.1
-    assert curve.factor(1e-4) == pytest.approx(2.0 ** 0.8) and curve.factor(1e4) == pytest.approx(2.0 ** -0.8)
+def test_a_curve_follows_the_medians_of_runs_of_points_and_ignores_an_outlier():
+    """A Curve joins the medians of runs of PER_RUN points in order of predicted time and is constant beyond the
+    first and last runs' medians; one wild point in a run moves its run's median by one point at most."""
+    points = [(math.log(ms), 0.5 - 0.25 * math.log(ms)) for ms in [10 ** (i / 8 - 2) for i in range(33)]]
+    curve = host_calibration.Curve(points)  # 33 points: 4 runs (of 8, 8, 9 and 8)
+    assert len(curve.xs) == 4
+    for x, y in zip(curve.xs, curve.ys):
+        assert y == pytest.approx(0.5 - 0.25 * x)  # on a line, each run's medians lie on it
+    middle = (curve.xs[1] + curve.xs[2]) / 2
+    assert curve.factor(math.exp(middle)) == pytest.approx(math.exp(0.5 - 0.25 * middle))
+    assert curve.factor(1e-9) == pytest.approx(math.exp(curve.ys[0]))  # held constant beyond the ends
+    assert curve.factor(1e9) == pytest.approx(math.exp(curve.ys[-1]))
+    points[3] = (points[3][0], 40.0)  # a mean of its run would move by 5; its median moves by one point's step
+    step = 0.25 * math.log(10) / 8
+    assert max(abs(a - b) for a, b in zip(host_calibration.Curve(points).ys, curve.ys)) <= step + 1e-12
+    assert host_calibration.Curve(points[:3]).factor(1.0) == pytest.approx(math.exp(statistics.median(
+        y for _, y in points[:3])))  # fewer than a run: its median ratio
 
 
-def test_a_curve_does_not_carry_its_slope_to_the_few_largest_layers():
-    """Most reference layers of an elementwise kind are tiny: the slope those set, carried to the few large ones at
-    the end of the range, made a large ReLU many times its ratio. The line holds only over the middle 80% of the
-    layers' predicted times."""
+def test_a_curve_does_not_carry_the_tiny_layers_slope_to_the_few_largest():
+    """Most reference layers of an elementwise kind are tiny: a line through all of them (Theil-Sen, as
+    calibrations were once fitted) carried the slope the tiny ones set to the few large ones at the end of the
+    range, and made a large ReLU many times its ratio. The curve follows the large ones' own run."""
     tiny = [5e-4 * 20 ** (i / 35) for i in range(36)]  # 0.5-10 us, the time here rising as ms ** 0.3 over them
     points = [(math.log(ms), 0.3 * math.log(ms / 5e-4)) for ms in tiny]
-    points += [(math.log(ms), math.log(2.5)) for ms in (0.5, 1.0, 2.0, 4.0)]  # four large ones, 2.5 times
-    curve = host_calibration.Curve(points)
-    assert curve.slope == pytest.approx(0.3, abs=0.01)
-    assert math.exp(curve.intercept + curve.slope * math.log(4.0)) > 10  # the line itself, at the largest
-    assert 2.0 < curve.factor(4.0) < 3.5 and curve.factor(100.0) == curve.factor(4.0)
+    large = [(math.log(ms), math.log(2.5)) for ms in (0.5, 1.0, 2.0, 4.0)]  # four large ones, 2.5 times
+    curve = host_calibration.Curve(points + large)
+    line_at_4_ms = (4.0 / 5e-4) ** 0.3
+    assert line_at_4_ms > 10
+    assert 2.0 < curve.factor(4.0) < 3.0 and curve.factor(100.0) == curve.factor(4.0)
 
 
 def _record(ratios, host_costs=None):

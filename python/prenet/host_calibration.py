@@ -5,16 +5,17 @@ one factor: on an AMD EPYC, against what predictors fitted on an Intel Xeon pred
 layers ran 1.5 to 3 times slower and the largest about twice as fast, large attention layers three times as fast.
 `calibrate()` times reference layers here with the same native harness and settings the CPU set was collected with
 (`prenet collect`, one thread) and records them beside what the predictors say for the measured host; per layer
-kind, the ratio of the two is fitted as a line in log time (Theil-Sen: the median of pairwise slopes), held constant
-beyond the timed range; kinds never timed take the median ratio of all. The reference layers are drawn by the
-collection's sampler at indices the CPU set never used, `PER_KIND` per kind among `CANDIDATES` predicted at most
-`MAX_TRAIN_MS`: half spread over the predicted time, half over the arithmetic intensity. Spread over time alone,
-they were mostly thin products: the large dense ones a model runs (a Transformer's 1,024 x 128 x 512) ran 4 to 8
-times faster here than predicted, the reference layers at most 3 times, and the Transformer was over-predicted by
-65%. With both spreads, leave-one-out over the reference layers (the ratio of each predicted from the others of its
-kind; each selection on its own layers) has median error 16%, 90th percentile 65% in the forward pass, against 21%
-and 72% before; a second input to the fitted ratio (the intensity, by ridge regression) did no better and is not
-used.
+kind, the ratio of the two in log time is followed as a curve through the medians of runs of reference layers in
+order of predicted time (Curve), constant beyond its ends; kinds never timed take the median ratio of all. The
+reference layers are drawn by the collection's sampler at indices the CPU set never used, `PER_KIND` per kind among
+`CANDIDATES` predicted at most `MAX_TRAIN_MS`: half spread over the predicted time, half over the arithmetic
+intensity. Spread over time alone, they were mostly thin products: the large dense ones a model runs (a
+Transformer's 1,024 x 128 x 512) ran 4 to 8 times faster here than predicted, the reference layers at most 3 times,
+and the Transformer was over-predicted by 65%. With both spreads, leave-one-out over the reference layers (the ratio
+of each predicted from the others of its kind; each selection on its own layers) has median error 16%, 90th
+percentile 65% in the forward pass, against 21% and 72% before (with the Theil-Sen lines calibrations were then
+fitted with); a second input to the fitted ratio (the intensity,
+by ridge regression) did no better and is not used.
 
 A calibration lives in the user's cache (`PRENET_CACHE`, else `$XDG_CACHE_HOME/prenet`, else `~/.cache/prenet`),
 one file per CPU model; `calibrate()` writes it after every timed layer, so an interrupted run resumes where it
@@ -212,51 +213,50 @@ def _read(path):
     return read_record(path, FORMAT, VERSION, "host calibration", "prenet calibrate", {"layers": list})
 
 
-def _quantile(ordered, q):
-    """The `q` quantile of the sorted values `ordered`, linearly interpolated between the nearest two."""
-    position = q * (len(ordered) - 1)
-    below = math.floor(position)
-    above = min(below + 1, len(ordered) - 1)
-    return ordered[below] + (ordered[above] - ordered[below]) * (position - below)
-
-
-def _theil_sen(points):
-    """(slope, intercept) of the median line through (x, y) points (Theil 1950, Sen 1968)."""
-    slopes = [(y2 - y1) / (x2 - x1) for i, (x1, y1) in enumerate(points) for x2, y2 in points[i + 1:]
-              if abs(x2 - x1) > 1e-9]
-    slope = statistics.median(slopes) if slopes else 0.0
-    return slope, statistics.median(y - slope * x for x, y in points)
-
-
-# A curve's line holds between these quantiles of its reference layers' log predicted times, constant beyond them.
-# The sampler draws most reference layers of an elementwise kind with a few hundred elements or fewer and a few
-# with thousands of times more: the slope the small ones set, carried to the largest, gave a ReLU predicted at 10 ms
-# 27.5 times that (the harness times the largest ReLUs at 2-4 times their predictions). On 35 elementwise layers of
-# 0.1-8 million elements timed afresh (ad hoc, the Intel Xeon of CPUID model 167, 2026-11-26), the 90th percentile
-# of the calibrated error fell from 113% to 40% (forward) and from 129% to 39% (training step); on 228 layers drawn
-# as the reference ones are, the medians moved by 0.3 points or less and the 90th percentiles fell by 1-2.5 points.
-HELD_QUANTILES = (0.1, 0.9)
+# Reference layers per run of a Curve. Most of an elementwise kind's reference layers are tiny (the sampler draws
+# few large ones): a Theil-Sen line through all of them, as calibrations were fitted before 2026-11-26's evening,
+# carried the slope the tiny ones set to the kind's largest, where it put a ReLU predicted at 10 ms at 27.5 times
+# that (the harness times the largest ReLUs at 2-4 times their predictions). Ad hoc, on this project's Intel Xeon of
+# CPUID model 167: two calibrations, each judged on layers timed near it (228 drawn as the reference ones are, and 35
+# elementwise ones of 0.1-8 million elements, bench/calibration_heldout.py's), median / 90th percentile error. The
+# large ones' forward pass: 15.1% / 39.8% and 14.5% / 37.0% with runs of 8, against 23.8% / 113.2% and 17.9% / 124.7%
+# for the line; their training step: 19.6% / 39.9% and 16.1% / 34.5% against 19.3% / 129.3% and 17.0% / 51.8%. The
+# drawn ones: medians 0.3-1.2 points lower, 90th percentiles 1.2-2.3 points lower but one, 3.1 higher. In a first
+# version of the comparison, runs of 5 and of 13, and the line held constant beyond the middle 60-90% of its points,
+# each fell behind runs of 8 by 5 points or more on at least one of these figures.
+PER_RUN = 8
 
 
 class Curve:
-    """log(time here / time predicted) as a line in log predicted time (_theil_sen), constant beyond the
-    HELD_QUANTILES of the points' log predicted times."""
+    """log(time here / time predicted) against log predicted time, from (x, y) points: the median x and median y
+    of each run of about PER_RUN points in order of x, joined by straight lines, constant beyond the first and last
+    runs' medians."""
 
-    def __init__(self, points):
-        xs = sorted(x for x, _ in points)
-        self.low, self.high = (_quantile(xs, q) for q in HELD_QUANTILES)
-        self.slope, self.intercept = _theil_sen(points)
+    def __init__(self, points, per_run=PER_RUN):
+        ordered = sorted(points)
+        runs = max(1, round(len(ordered) / per_run))
+        edges = [round(i * len(ordered) / runs) for i in range(runs + 1)]
+        chunks = [ordered[a:b] for a, b in zip(edges, edges[1:])]
+        self.xs = [statistics.median(x for x, _ in chunk) for chunk in chunks]
+        self.ys = [statistics.median(y for _, y in chunk) for chunk in chunks]
+        self.low, self.high = ordered[0][0], ordered[-1][0]  # the points' range, where a plot draws the curve
 
     def factor(self, predicted_ms):
-        x = min(max(math.log(max(predicted_ms, 1e-9)), self.low), self.high)
-        return math.exp(self.intercept + self.slope * x)
+        x = math.log(max(predicted_ms, 1e-9))
+        if x <= self.xs[0]:
+            return math.exp(self.ys[0])
+        for (x0, y0), (x1, y1) in zip(zip(self.xs, self.ys), zip(self.xs[1:], self.ys[1:])):
+            if x <= x1:
+                return math.exp(y0 + (y1 - y0) * (x - x0) / (x1 - x0) if x1 > x0 else y1)
+        return math.exp(self.ys[-1])
 
 
 # Layers of one kind that libraries run by different algorithms, whose ratio between two hosts differs: calibrated
 # apart where the reference layers hold at least MIN_GROUP of the group. A 1x1 convolution is a matrix product (a
 # GEMM); larger kernels take im2col, direct or Winograd algorithms. On this project's AMD EPYC against the measured
 # Intel host, 1x1 convolutions ran 0.3-0.5 times their predicted time, larger kernels 0.6-2.5 times; one line for
-# both had leave-one-out median error 38% (forward) on the convolution reference layers, a line for each 27%.
+# both had leave-one-out median error 38% (forward) on the convolution reference layers, a line for each 27% (the
+# Theil-Sen lines calibrations were then fitted with).
 KIND_GROUPS = {"conv2d": lambda config: "1x1" if config.get("kernel_size") == 1 else "larger kernels"}
 MIN_GROUP = 4
 
@@ -311,7 +311,7 @@ class Calibration:
 
     def plot(self, part="forward", columns=5):
         """A matplotlib Figure: per kind (and group), the reference layers' time here over the predicted time
-        against the predicted time (log axes), with the fitted line; `part` "forward" or "train"."""
+        against the predicted time (log axes), with the fitted curve; `part` "forward" or "train"."""
         import matplotlib.pyplot as plt
 
         keys = sorted(self.points[part])
@@ -341,7 +341,7 @@ def _load_cached(path, modified, size):
 
 
 def load(path=None):
-    """This machine's Calibration, or None where none was made."""
+    """This machine's Calibration (or that in the file `path`), or None where none was made."""
     path = Path(path) if path else calibration_path()
     if not path.is_file():
         return None

@@ -232,9 +232,9 @@ class Curve:
     of each run of about PER_RUN points in order of x, joined by straight lines, constant beyond the first and last
     runs' medians."""
 
-    def __init__(self, points, per_run=PER_RUN):
+    def __init__(self, points):
         ordered = sorted(points)
-        runs = max(1, round(len(ordered) / per_run))
+        runs = max(1, round(len(ordered) / PER_RUN))
         edges = [round(i * len(ordered) / runs) for i in range(runs + 1)]
         chunks = [ordered[a:b] for a, b in zip(edges, edges[1:])]
         self.xs = [statistics.median(x for x, _ in chunk) for chunk in chunks]

@@ -35,7 +35,7 @@ def large_elementwise_layers():
         for batch, features in sizes:
             native_config = {"batch": batch, "features": features}
             layers.append((harness_kind, {**native_config, **extra, "optimizer": "sgd"}, native, native_config,
-                           host_calibration._predicted(native, native_config, "sgd")))
+                           host_calibration.predicted_on_measured_host(native, native_config, "sgd")))
     return layers
 
 

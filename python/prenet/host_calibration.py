@@ -91,13 +91,13 @@ def candidate_layers(first_index=None, count=None):
             if kind == "linear":
                 config["activation"] = "none"
             native, native_config = _native_layer(kind, config)
-            predicted = _predicted(native, native_config, config["optimizer"])
+            predicted = predicted_on_measured_host(native, native_config, config["optimizer"])
             if predicted["train"] <= MAX_TRAIN_MS:
                 by_kind.setdefault(native, []).append((kind, config, native, native_config, predicted))
     return by_kind
 
 
-def _predicted(native, native_config, optimizer):
+def predicted_on_measured_host(native, native_config, optimizer):
     """{"forward", "train"}: the milliseconds the packaged CPU bundle predicts for a layer on the measured host (the
     training step with its optimizer's update)."""
     bundle, catalog, host = _measured_host()
@@ -135,7 +135,7 @@ def with_current_predictions(record):
         return record
     layers = []
     for row in record["layers"]:
-        predicted = _predicted(row["kind"], row["native_config"], row["config"]["optimizer"])
+        predicted = predicted_on_measured_host(row["kind"], row["native_config"], row["config"]["optimizer"])
         layers.append({**row, "predicted_forward_ms": predicted["forward"], "predicted_train_ms": predicted["train"]})
     return {**record, "layers": layers, "bundle": current}
 

@@ -44,7 +44,7 @@ def errors(kind, fitted_on, judged, keys, part, mode):
     """Relative errors, on `judged`'s test configurations that agree, of a predictor fitted as prenet.fit fits
     one (our features, xgboost) on the rows of `fitted_on` whose configurations are in the training part."""
     result, = training.fit_kind(kind, fitted_on, mode, families=("xgboost",), sets=("ours",), split=part)
-    tested = np.array([part[key] == "test" for key in training.configuration_strings(judged, keys)])
+    tested = training.configuration_strings(judged, keys).map(part) == "test"
     test = judged[tested & judged["agree"]]
     inputs = training.model_inputs(kind, test, result["features"], "optimizer" if "optimizer" in keys else None)
     predicted = training.to_ms(kind, test, result["target"], training.clipped_targets(result, inputs))

@@ -14,8 +14,7 @@ Transformer's 1,024 x 128 x 512) ran 4 to 8 times faster here than predicted, th
 and the Transformer was over-predicted by 65%. With both spreads, leave-one-out over the reference layers (the ratio
 of each predicted from the others of its kind; each selection on its own layers) has median error 16%, 90th
 percentile 65% in the forward pass, against 21% and 72% before (with the Theil-Sen lines calibrations were then
-fitted with); a second input to the fitted ratio (the intensity,
-by ridge regression) did no better and is not used.
+fitted with); a second input to the fitted ratio (the intensity, by ridge regression) did no better and is not used.
 
 A calibration lives in the user's cache (`PRENET_CACHE`, else `$XDG_CACHE_HOME/prenet`, else `~/.cache/prenet`),
 one file per CPU model; `calibrate()` writes it after every timed layer, so an interrupted run resumes where it

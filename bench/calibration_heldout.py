@@ -1,8 +1,9 @@
 """The host calibration judged on layers it was not fitted on: layers drawn at random (not spread) among sampler
-indices that neither the CPU set (0..1,999) nor the calibration's reference layers (100,000 onwards) use, and
-LARGE_ELEMENTWISE layers (the sampler draws few large ones, so the reference layers leave them to the curves' ends),
-timed here with the same harness, against the measured host's predictions scaled by this CPU's calibration and
-unscaled.
+indices that neither the CPU set (0..1,999) nor the calibration's reference layers (100,000 onwards) use,
+LARGE_ELEMENTWISE layers (the sampler draws few large ones, so the reference layers leave them to the curves' ends)
+and MODEL_CONVOLUTIONS convolutions drawn as models build them (the sampler's "models" profile), timed here with the
+same harness, against the measured host's predictions scaled by this CPU's calibration (by each kind's chosen fit,
+and by a curve for every kind), and unscaled.
 
 Run:  .venv/bin/python bench/calibration_heldout.py [--per-kind 12] [--calibrations FILE ...] [--out FILE]
 (about a minute). Judges this CPU's calibration (`prenet calibrate`), or each calibration file given, on the same
@@ -17,6 +18,7 @@ import numpy as np
 
 from prenet import host_calibration
 from prenet.collect import Harness
+from prenet.sampling import sample_config
 from report import write_report
 
 FIRST_INDEX = 300_000  # beyond the reference layers' CANDIDATES x 5 from 100,000
@@ -25,6 +27,22 @@ CANDIDATES = 200  # per harness kind (x 5 for the activations, one kind per op)
 LARGE_ELEMENTWISE = ([(op, "activation", {"op": op}) for op in ("relu", "gelu", "sigmoid", "tanh", "silu")] +
                      [("add", "add", {}), ("softmax", "softmax", {})],
                      [(8, 16384), (32, 16384), (64, 32768), (16, 262144), (128, 65536)])
+MODEL_CONVOLUTIONS = 60
+
+
+def model_convolutions():
+    """MODEL_CONVOLUTIONS conv2d layers of the "models" sampling profile (as the other sets' tuples) among those
+    predicted at most the reference layers' MAX_TRAIN_MS."""
+    layers = []
+    for index in range(FIRST_INDEX, FIRST_INDEX + 10 * MODEL_CONVOLUTIONS):
+        config = sample_config("conv2d", index, profile="models")
+        native, native_config = host_calibration.native_layer("conv2d", config)
+        predicted = host_calibration.predicted_on_measured_host(native, native_config, config["optimizer"])
+        if predicted["train"] <= host_calibration.MAX_TRAIN_MS:
+            layers.append(("conv2d", config, native, native_config, predicted))
+        if len(layers) == MODEL_CONVOLUTIONS:
+            break
+    return layers
 
 
 def large_elementwise_layers():
@@ -40,18 +58,18 @@ def large_elementwise_layers():
 
 
 def errors(rows, calibration, part, at_least_ms=0.0):
-    """Relative errors of the calibrated and of the unscaled predictions of `part` over `rows` predicted at least
-    `at_least_ms`."""
-    calibrated, unscaled = [], []
+    """Relative errors of the predictions of `part` over `rows` predicted at least `at_least_ms`: calibrated by each
+    kind's chosen fit, by a curve for every kind, and unscaled."""
+    found = ([], [], [])
     for row in rows:
         predicted = row[f"predicted_{part}_ms"]
         if predicted < at_least_ms:
             continue
         measured = row[f"{part}_ms"]
-        factor = calibration.factor(part, row["kind"], predicted, row["native_config"])
-        calibrated.append(abs(predicted * factor - measured) / measured)
-        unscaled.append(abs(predicted - measured) / measured)
-    return np.array(calibrated), np.array(unscaled)
+        for fit, errors_of_fit in zip((None, "curve", "none"), found):
+            factor = calibration.factor(part, row["kind"], predicted, row["native_config"], fit)
+            errors_of_fit.append(abs(predicted * factor - measured) / measured)
+    return [np.array(e) for e in found]
 
 
 def main(argv=None):
@@ -71,7 +89,8 @@ def main(argv=None):
     rng = random.Random(0)
     picked = [layer for _, layers in sorted(host_calibration.candidate_layers(FIRST_INDEX, CANDIDATES).items())
               for layer in rng.sample(layers, min(args.per_kind, len(layers)))]
-    sets = {"drawn": picked, "large elementwise": large_elementwise_layers()}
+    sets = {"drawn": picked, "large elementwise": large_elementwise_layers(),
+            "convolutions as models build them": model_convolutions()}
     timed = {name: [] for name in sets}
     harness = Harness("cpu", threads=1)
     try:
@@ -91,19 +110,20 @@ def main(argv=None):
     lines = ["# The host calibration on layers it was not fitted on", "",
              f"`.venv/bin/python {command}` ({time.strftime('%Y-%m-%d')}, {time.monotonic() - started:.0f} s): "
              f"layers timed here ({counts}). Relative error of each layer's predicted time against its time here, "
-             "calibrated and uncalibrated (median / 90th percentile).", ""]
+             "calibrated (each kind by its chosen fit, and by a curve for every kind) and uncalibrated (median / 90th "
+             "percentile).", ""]
     for path, calibration in calibrations:
         lines += [f"`{path}`: {calibration.describe()}.", "",
-                  "| layers | part | count | calibrated | uncalibrated |", "| --- | --- | --- | --- | --- |"]
+                  "| layers | part | count | calibrated | a curve for every kind | uncalibrated |",
+                  "| --- | --- | --- | --- | --- | --- |"]
         for name, rows in timed.items():
             for part in ("forward", "train"):
                 for label, at_least in (("all", 0.0), ("predicted >= 0.5 ms", 0.5)):
-                    calibrated, unscaled = errors(rows, calibration, part, at_least)
-                    if not len(calibrated):
+                    found = errors(rows, calibration, part, at_least)
+                    if not len(found[0]):
                         continue
-                    lines.append(f"| {name}, {label} | {part} | {len(calibrated)} | " + " | ".join(
-                        f"{100 * np.median(e):.1f}% / {100 * np.quantile(e, 0.9):.1f}%"
-                        for e in (calibrated, unscaled)) + " |")
+                    lines.append(f"| {name}, {label} | {part} | {len(found[0])} | " + " | ".join(
+                        f"{100 * np.median(e):.1f}% / {100 * np.quantile(e, 0.9):.1f}%" for e in found) + " |")
         lines.append("")
     write_report(args.out, "\n".join(lines))
 

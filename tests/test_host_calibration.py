@@ -1,6 +1,7 @@
 """Calibration of the CPU predictors to a CPU other than the measured host (prenet.host_calibration)."""
 import json
 import math
+import random
 import statistics
 
 import pytest
@@ -44,6 +45,38 @@ def test_a_curve_does_not_carry_the_tiny_layers_slope_to_the_few_largest():
     line_at_4_ms = (4.0 / 5e-4) ** 0.3
     assert line_at_4_ms > 10
     assert 2.0 < curve.factor(4.0) < 3.0 and curve.factor(100.0) == curve.factor(4.0)
+
+
+def test_each_kind_takes_the_fit_that_predicts_its_left_out_reference_layers_best():
+    """A ratio that follows the predicted time takes the curve; a steady one a factor (a curve fits it as well: the
+    simpler); one scattered by the configuration (a convolution's algorithm) around the measured host's time keeps
+    the predictions; a noisy one whichever fit's leave-one-out errors are least."""
+    def row(kind, predicted, ratio):
+        return {"harness_kind": kind, "config": {"t": predicted}, "kind": kind, "native_config": {},
+                "predicted_forward_ms": predicted, "predicted_train_ms": predicted, "status": "ok", "error": "",
+                "forward_ms": ratio * predicted, "train_ms": ratio * predicted}
+
+    times = [10 ** (i / 8 - 2) for i in range(32)]  # 0.01-7.5 ms
+    scatter = [1.0, 0.5, 1.0, 2.0]  # each run of 8 has the median 1
+    noise = random.Random(0)
+    layers = ([row("relu", ms, (ms / 0.01) ** 0.3) for ms in times] +
+              [row("linear", ms, 0.5) for ms in times] +
+              [row("bmm", ms, scatter[i % 4]) for i, ms in enumerate(times)] +
+              [row("softmax", ms, 0.5 * math.exp(noise.gauss(0.0, 0.3))) for ms in times])
+    calibration = host_calibration.Calibration({"host_cpu": OTHER_CPU, "layers": layers, "host_costs": {}}, "test")
+    softmax = calibration.points["forward"]["softmax"]
+    errors = {fit: host_calibration.leave_one_out_error(fit, softmax) for fit in host_calibration.FITS}
+    for part in ("forward", "train"):
+        assert calibration.chosen[part] == {"relu": "curve", "linear": "one factor", "bmm": "none",
+                                            "softmax": min(errors, key=errors.get)}
+    assert errors["none"] > 0.5  # a factor of 2 off
+    assert calibration.factor("forward", "relu", 0.3) == pytest.approx(30 ** 0.3, rel=0.1)  # on the trend
+    assert calibration.factor("forward", "linear", 0.3) == pytest.approx(0.5)
+    assert calibration.factor("forward", "bmm", 0.3) == 1.0
+    # every fit stays at hand (bench/calibration_heldout.py compares them); a single point takes its own ratio
+    assert calibration.factor("forward", "relu", 0.3, fit="none") == 1.0
+    assert calibration.factor("forward", "bmm", 0.3, fit="one factor") == pytest.approx(1.0)
+    assert host_calibration.chosen_fit([(0.0, math.log(3.0))]) == "one factor"
 
 
 def _record(ratios, host_costs=None):
@@ -122,8 +155,9 @@ def test_the_plot_shows_each_kinds_ratios_and_line(other_cpu):
     other_cpu.write_text(json.dumps(_record({"linear": 0.5, "relu": 2.0, "add": 4.0})))
     figure = host_calibration.load().plot("train")
     panels = [ax for ax in figure.axes if ax.get_visible()]
-    assert sorted(ax.get_title() for ax in panels) == ["add", "linear", "relu"]
-    linear = next(ax for ax in panels if ax.get_title() == "linear")
+    # each panel names its kind's chosen fit: a constant ratio is one factor (a curve fits it as well; the simpler)
+    assert sorted(ax.get_title() for ax in panels) == ["add: one factor", "linear: one factor", "relu: one factor"]
+    linear = next(ax for ax in panels if ax.get_title().startswith("linear"))
     assert len(linear.collections[0].get_offsets()) == 4  # the four reference layers
     assert all(ratio == pytest.approx(0.5) for ratio in linear.lines[0].get_ydata())  # the fitted line
 
@@ -180,7 +214,7 @@ def test_reference_layers_span_the_predicted_time_and_the_arithmetic_intensity(m
     candidates = []
     for index in range(host_calibration.FIRST_INDEX, host_calibration.FIRST_INDEX + 30):
         config = {**sample_config("linear", index), "activation": "none"}
-        candidates.append(host_calibration._native_layer("linear", config)[1])
+        candidates.append(host_calibration.native_layer("linear", config)[1])
     intensities = [host_calibration.intensity("linear", c) for c in candidates]
     chosen = [host_calibration.intensity("linear", layer[3]) for layer in linear]
     assert max(chosen) == max(intensities) and min(chosen) == min(intensities)

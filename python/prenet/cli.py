@@ -81,9 +81,10 @@ def _calibrate(args):
     calibration = host_calibration.load(path)
     print(f"{calibration.describe()}: written to {path}")
     for part in ("forward", "train"):
-        factors = {kind: curve.factor(1.0) for kind, curve in calibration.curves[part].items() if kind}
-        print(f"{part}: time here over the measured host's at 1 ms, per kind (and group of a kind): " +
-              ", ".join(f"{kind} {factor:.2f}" for kind, factor in sorted(factors.items())))
+        chosen = calibration.chosen[part]
+        print(f"{part}: time here over the measured host's at 1 ms, per kind (and group of a kind), with the fit "
+              "chosen: " + ", ".join(f"{key} {calibration.factor(part, key, 1.0):.2f} ({chosen[key]})"
+                                     for key in sorted(chosen)))
     if args.plot:
         import matplotlib
 

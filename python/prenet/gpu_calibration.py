@@ -61,7 +61,7 @@ def reference_layers(gpu, per_kind=PER_KIND):
     have, `per_kind` of the collection's CUDA configurations from FIRST_INDEX (prenet.sampling, within its memory
     budget) predicted between MIN_DEVICE_MS and MAX_DEVICE_MS of device time on `gpu`, evenly spaced in that
     time."""
-    from .host_calibration import _native_layer
+    from .host_calibration import native_layer
     from .predictors import resolve
     from .sampling import BUDGETS, SAMPLERS, _work, sample_config
 
@@ -74,7 +74,7 @@ def reference_layers(gpu, per_kind=PER_KIND):
             config = sample_config(harness_kind, index, device="cuda")
             if harness_kind == "linear":
                 config["activation"] = "none"
-            kind, native_config = _native_layer(harness_kind, config)
+            kind, native_config = native_layer(harness_kind, config)
             if native.has(kind, "forward"):
                 by_kind.setdefault(kind, []).append((harness_kind, config, kind, native_config))
         for kind, candidates in by_kind.items():

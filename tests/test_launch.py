@@ -1,5 +1,6 @@
 """The launch gap fitted from the GPU operator set, and the launch queue that combines host and device time."""
 import json
+import math
 
 import numpy as np
 import pytest
@@ -305,10 +306,22 @@ def test_a_cpu_steps_update_is_timed_per_element_on_its_host(tmp_path, monkeypat
     monkeypatch.setenv("PRENET_HOST_COSTS", str(tmp_path / "older.json"))
     by_passes = prenet.predict(model, optimizer="adam", **run).optimizer_ms
     assert by_passes > 0 and by_passes != pytest.approx(1e-6 * measured["adam"] * elements, rel=1e-3)
+    # measured at several sizes (as `python -m prenet.host_cost` writes them since 2026-11-26 22:00 UTC): the model's
+    # own, interpolated in log elements, the ends held beyond the sizes measured
+    sized = {**host_cost.load(), "optimizer_element_ns": {"sgd": {"1000": 1.0, "1000000": 4.0}}}
+    (tmp_path / "sized.json").write_text(json.dumps(sized))
+    monkeypatch.setenv("PRENET_HOST_COSTS", str(tmp_path / "sized.json"))
+    between = 1.0 + 3.0 * math.log(elements / 1000) / math.log(1000)
+    assert prenet.predict(model, optimizer="sgd", **run).optimizer_ms == pytest.approx(1e-6 * between * elements)
+    assert host_cost.update_element_ns(sized, "sgd", 10) == 1.0
+    assert host_cost.update_element_ns(sized, "sgd", 10 ** 8) == 4.0
+    assert host_cost.update_element_ns(sized, "adam", 10 ** 4) is None  # not measured: by its passes over memory
 
 
-def test_the_update_per_element_is_measured_for_every_optimizer(monkeypatch):
-    monkeypatch.setattr(host_cost, "UPDATE_ELEMENTS", 2 ** 18)  # quicker; still past the caches' first levels
+def test_the_update_per_element_is_measured_for_every_optimizer_and_size(monkeypatch):
+    monkeypatch.setattr(host_cost, "UPDATE_SIZES", (2 ** 14, 2 ** 16))  # quicker
     element_ns = host_cost.measure()["optimizer_element_ns"]
     assert set(element_ns) == set(prenet.estimate.OPTIMIZERS)
-    assert element_ns["adam"] > element_ns["sgd_plain"] > 0  # Adam's update does more per element than SGD's
+    for size in ("16384", "65536"):
+        # Adam's update does more per element than SGD's
+        assert element_ns["adam"][size] > element_ns["sgd_plain"][size] > 0

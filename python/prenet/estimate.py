@@ -334,7 +334,7 @@ def _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, c
     # each of the update's kernels then covers all tensors at once; on the CPU they loop over tensors.
     groups = [float(sum(parameters))] if on_gpu and parameters else [float(n) for n in parameters]
     update_gap = {"add": 1e-3 * issue_us(None)} if gap_in_kernels else {}  # the update's kernels: the machine's
-    element_ns = None if on_gpu else costs.get("optimizer_element_ns", {}).get(optimizer)
+    element_ns = None if on_gpu else host_cost.update_element_ns(costs, optimizer, sum(parameters))
     if element_ns is not None:  # the CPU's update, timed per element on its host (prenet.host_cost)
         update_ms = 1e-6 * element_ns * float(sum(parameters))
     else:  # its passes over memory as add kernels

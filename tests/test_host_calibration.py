@@ -162,6 +162,25 @@ def test_the_plot_shows_each_kinds_ratios_and_line(other_cpu):
     assert all(ratio == pytest.approx(0.5) for ratio in linear.lines[0].get_ydata())  # the fitted line
 
 
+def test_the_command_line_names_each_kinds_chosen_fit_and_draws_them(other_cpu, monkeypatch, capsys, tmp_path):
+    """`prenet calibrate` (its timing stood in for by a finished record) prints, per part, each kind's factor at
+    1 ms with the fit chosen for it, and --plot saves the panels."""
+    from prenet import cli
+
+    def calibrate(path=None, progress=True):
+        other_cpu.write_text(json.dumps(_record({"linear": 0.5, "relu": 2.0})))
+        return other_cpu
+
+    monkeypatch.setattr(host_calibration, "calibrate", calibrate)
+    assert cli.main(["calibrate", "--no-progress", "--plot", str(tmp_path / "ratios.png")]) == 0
+    out = capsys.readouterr().out
+    assert f"calibrated to this CPU ({OTHER_CPU}, 8 reference layers" in out
+    for part in ("forward", "train"):
+        line = next(line for line in out.splitlines() if line.startswith(f"{part}:"))
+        assert line.endswith("linear 0.50 (one factor), relu 2.00 (one factor)")
+    assert (tmp_path / "ratios.png").stat().st_size > 0
+
+
 def test_predict_uses_this_cpus_calibration_and_says_so(other_cpu):
     model = nn.Sequential(nn.Flatten(), nn.Linear(48, 32), nn.ReLU(), nn.Linear(32, 4))
     with pytest.warns(UserWarning, match="prenet calibrate"):

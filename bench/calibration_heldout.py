@@ -18,7 +18,6 @@ import numpy as np
 
 from prenet import host_calibration
 from prenet.collect import Harness
-from prenet.sampling import sample_config
 from report import write_report
 
 FIRST_INDEX = 300_000  # beyond the reference layers' CANDIDATES x 5 from 100,000
@@ -31,18 +30,10 @@ MODEL_CONVOLUTIONS = 60
 
 
 def model_convolutions():
-    """MODEL_CONVOLUTIONS conv2d layers of the "models" sampling profile (as the other sets' tuples) among those
-    predicted at most the reference layers' MAX_TRAIN_MS."""
-    layers = []
-    for index in range(FIRST_INDEX, FIRST_INDEX + 10 * MODEL_CONVOLUTIONS):
-        config = sample_config("conv2d", index, profile="models")
-        native, native_config = host_calibration.native_layer("conv2d", config)
-        predicted = host_calibration.predicted_on_measured_host(native, native_config, config["optimizer"])
-        if predicted["train"] <= host_calibration.MAX_TRAIN_MS:
-            layers.append(("conv2d", config, native, native_config, predicted))
-        if len(layers) == MODEL_CONVOLUTIONS:
-            break
-    return layers
+    """The first MODEL_CONVOLUTIONS conv2d layers of the "models" sampling profile from FIRST_INDEX (as the other
+    sets' tuples) among those predicted at most the reference layers' MAX_TRAIN_MS."""
+    layers = host_calibration.candidate_layers(FIRST_INDEX, 10 * MODEL_CONVOLUTIONS, profile="models")["conv2d"]
+    return layers[:MODEL_CONVOLUTIONS]
 
 
 def large_elementwise_layers():

@@ -75,19 +75,19 @@ def native_layer(kind, config):
     return native, {key: value for key, value in config.items() if key in keys}
 
 
-def candidate_layers(first_index=None, count=None):
+def candidate_layers(first_index=None, count=None, profile="wide"):
     """{native kind: [(harness kind, harness configuration, native kind, native configuration, predicted {forward,
     train} ms on the measured host)]} of the sampler's configurations at `count` (default CANDIDATES) indices per
-    harness kind (5 times as many activations, one kind per op) from `first_index` (default FIRST_INDEX), those
-    predicted at most MAX_TRAIN_MS a step."""
-    from .sampling import SAMPLERS, sample_config
+    harness kind of the sampling `profile` (5 times as many activations, one kind per op) from `first_index`
+    (default FIRST_INDEX), in index order, those predicted at most MAX_TRAIN_MS a step."""
+    from .sampling import PROFILES, sample_config
 
     first_index = FIRST_INDEX if first_index is None else first_index
     count = CANDIDATES if count is None else count
     by_kind = {}
-    for kind in SAMPLERS:
+    for kind in PROFILES[profile]:
         for index in range(first_index, first_index + count * (5 if kind == "activation" else 1)):
-            config = sample_config(kind, index)
+            config = sample_config(kind, index, profile=profile)
             if kind == "linear":
                 config["activation"] = "none"
             native, native_config = native_layer(kind, config)

@@ -166,16 +166,13 @@ def update_element_ns(costs, optimizer, elements):
     """Nanoseconds per element of `optimizer`'s update of `elements` trainable weights by host costs `costs`, or
     None where they hold no such measurement: interpolated in log elements between the sizes measured, constant
     beyond them (files written before 2026-11-26 22:00 UTC hold one figure, of one 8 MB tensor, for every size)."""
+    import numpy as np
+
     measured = costs.get("optimizer_element_ns", {}).get(optimizer)
     if measured is None or isinstance(measured, (int, float)):
         return measured
     sizes = sorted((int(n), ns) for n, ns in measured.items())
-    x = math.log(max(elements, 1))
-    for (n0, ns0), (n1, ns1) in zip(sizes, sizes[1:]):
-        if x <= math.log(n1):
-            share = min(max((x - math.log(n0)) / (math.log(n1) - math.log(n0)), 0.0), 1.0)
-            return ns0 + share * (ns1 - ns0)
-    return sizes[-1][1]
+    return float(np.interp(math.log(max(elements, 1)), [math.log(n) for n, _ in sizes], [ns for _, ns in sizes]))
 
 
 def load(path=None, gpu=False):

@@ -164,11 +164,15 @@ def test_the_plot_shows_each_kinds_ratios_and_line(other_cpu):
 
 def test_the_command_line_names_each_kinds_chosen_fit_and_draws_them(other_cpu, monkeypatch, capsys, tmp_path):
     """`prenet calibrate` (its timing stood in for by a finished record) prints, per part, each kind's factor at
-    1 ms with the fit chosen for it, and --plot saves the panels."""
+    1 ms with the fit chosen for it, and the step's frame measured with it; --plot saves the panels."""
     from prenet import cli
 
+    frame = {"fixed_us": {name: 60.0 + i for i, name in enumerate(prenet.estimate.OPTIMIZERS)}, "module_us": 7.25,
+             "tensor_us": {name: 3.75 + i for i, name in enumerate(prenet.estimate.OPTIMIZERS)}}
+
     def calibrate(path=None, progress=True):
-        other_cpu.write_text(json.dumps(_record({"linear": 0.5, "relu": 2.0})))
+        costs = {**host_cost.load(), "step_frame": frame}
+        other_cpu.write_text(json.dumps(_record({"linear": 0.5, "relu": 2.0}, costs)))
         return other_cpu
 
     monkeypatch.setattr(host_calibration, "calibrate", calibrate)
@@ -178,6 +182,9 @@ def test_the_command_line_names_each_kinds_chosen_fit_and_draws_them(other_cpu, 
     for part in ("forward", "train"):
         line = next(line for line in out.splitlines() if line.startswith(f"{part}:"))
         assert line.endswith("linear 0.50 (one factor), relu 2.00 (one factor)")
+    # and the host's work around the operators, measured with the calibration (prenet.step_frame)
+    assert ("host work around the operators (prenet.step_frame): a step's frame 60 us with SGD (63 with Adam), 7.2 us "
+            "a module call, the optimizer's loop 3.8 us a parameter tensor with SGD (6.8 with Adam)") in out
     assert (tmp_path / "ratios.png").stat().st_size > 0
 
 

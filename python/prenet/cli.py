@@ -85,6 +85,11 @@ def _calibrate(args):
         print(f"{part}: time here over the measured host's at 1 ms, per kind (and group of a kind), with the fit "
               "chosen: " + ", ".join(f"{key} {calibration.factor(part, key, 1.0):.2f} ({chosen[key]})"
                                      for key in sorted(chosen)))
+    frame = calibration.host_costs.get("step_frame")
+    if frame:
+        from .step_frame import describe
+
+        print(f"host work around the operators (prenet.step_frame): {describe(frame)}")
     if args.plot:
         import matplotlib
 

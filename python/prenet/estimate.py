@@ -358,7 +358,12 @@ def _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, c
                           spec["kernels_per_tensor"] * math.ceil(len(parameters) / 36) * issue_us(None))
     else:  # the CPU predictors' times already include each operator's dispatch
         host_us = [0.0] * len(ops)
-        update_host_us = modules * costs["module_call_us"] + len(parameters) * per_tensor
+        frame = costs.get("step_frame")
+        if frame:  # the step's frame and each module call's Python, measured on this host (prenet.step_frame)
+            update_host_us = (frame["fixed_us"][optimizer] + modules * frame["module_us"] +
+                              len(parameters) * frame["tensor_us"][optimizer])
+        else:  # host costs measured before the frame was (before 2026-11-27)
+            update_host_us = modules * costs["module_call_us"] + len(parameters) * per_tensor
 
     def rows():  # the same ops, with their modules (Traced.attributed)
         ops = runs_here(traced.attributed(size))
@@ -521,9 +526,11 @@ def _meta_retrace(model, make_inputs, autocast):
 
 
 @collector_paused
-def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision="fp32", bundle=None):
+def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision="fp32", bundle=None,
+                    host_costs=None, calibrated=True):
     """The Estimate of a model's Traced steps on `gpu`; UnsupportedPrecision where the GPU lacks the precision's
-    type, or that of the model's own 2-byte weights."""
+    type, or that of the model's own 2-byte weights. `host_costs`: used instead of the host's (prenet.host_cost);
+    `calibrated`: False for the packaged bundles, as fitted (prenet.predictors.resolve)."""
     check_precision(precision, gpu)
     optimizer = optimizer_name(optimizer)
     for dtype in traced.narrow_weights:
@@ -531,12 +538,13 @@ def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision
             check_precision(op_costs.NARROW_FLOATS[dtype], gpu)
         except ValueError as error:
             raise type(error)(f"the model's weights are {dtype}: {error}") from None
-    native, catalog, device = resolve(gpu, bundle)  # `device`: the one timed, `gpu`'s fitted twin where it has one
+    # `device`: the one timed, `gpu`'s fitted twin where it has one
+    native, catalog, device = resolve(gpu, bundle, calibrated)
     on_gpu = catalog is not host_catalog()
     asked = device_catalog(gpu)[1]
     calibrated = isinstance(native, (host_calibration.CalibratedBundle, gpu_calibration.CalibratedGpuBundle))
-    costs = (native.calibration.host_costs if calibrated and native.calibration.host_costs
-             else host_cost.load(gpu=on_gpu))
+    costs = host_costs or (native.calibration.host_costs if calibrated and native.calibration.host_costs
+                           else host_cost.load(gpu=on_gpu))
     gaps = launch_gap.load() if on_gpu else None
     # A bundle fitted on latencies holds the gap in every kernel it predicts: taken off; one fitted on device time
     # does not.

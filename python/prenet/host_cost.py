@@ -1,10 +1,11 @@
-"""Host-side cost of a training step: what the CPU spends per operator, per module call, per autograd node and
-per optimizer tensor before any device work, measured on this machine with tensors of one element (so the
-kernels themselves cost next to nothing), and what faulting in a fresh page of memory costs (prenet.host_memory).
-On the CPU the update's own arithmetic is timed too, per element and optimizer ("optimizer_element_ns"), right after
-a backward pass over weights of UPDATE_SIZES elements (update_element_ns): its square roots and divisions keep Adam's
-update from the memory's pace, so that counting its passes over memory as additions put Adam's update at 0.6 of its
-time here, and weights a step leaves in the caches update faster per element than those it has to fetch.
+"""Host-side cost of a training step: what the CPU spends per operator, per module call, per autograd node and per
+optimizer tensor before any device work, measured on this machine with tensors of one element (so the kernels
+themselves cost next to nothing), and what faulting in a fresh page of memory costs (prenet.host_memory). On the CPU
+the step's frame is measured too (prenet.step_frame: what the protocol's step does around its operators, and each
+module call's Python), and the update's own arithmetic, per element and optimizer ("optimizer_element_ns"), right
+after a backward pass over weights of UPDATE_SIZES elements (update_element_ns): its square roots and divisions keep
+Adam's update from the memory's pace, so that counting its passes over memory as additions put Adam's update at 0.6
+of its time here, and weights a step leaves in the caches update faster per element than those it has to fetch.
 Issuing a kernel on a GPU costs more than dispatching an operator here: that cost comes from GPU hosts'
 measurements (prenet.launch_gap), not from this machine.
 
@@ -22,6 +23,7 @@ import statistics
 import time
 from pathlib import Path
 
+from . import step_frame
 from .host_memory import first_touch_us_per_page
 
 PACKAGED_COSTS = Path(__file__).resolve().parent / "data" / "host_costs.json"
@@ -139,7 +141,7 @@ def _measure():
         stepped = statistics.median(update() for _ in range(7))  # as a step finds its weights, not the best case
         return 1e9 * (stepped - 1e-6 * _per_call_us(tiny_optimizer.step, 1, repeats=5)) / (UPDATE_LAYERS * width ** 2)
 
-    return {
+    costs = {
         "op_us": _per_call_us(ops, n) - loop_us,
         "module_call_us": _per_call_us(modules, n) - loop_us,
         "autograd_node_us": _per_call_us(backward, chain) - _per_call_us(forward_chain, chain),
@@ -149,6 +151,8 @@ def _measure():
         "environment": {"host_cpu": cpu_model(), "torch": torch.__version__,
                         "python": platform.python_version(), "threads": 1, "date": time.strftime("%Y-%m-%d")},
     }
+    costs["step_frame"] = step_frame.measure(tuple(OPTIMIZERS), costs)
+    return costs
 
 
 KEYS = ("op_us", "module_call_us", "autograd_node_us", "optimizer_tensor_us")

@@ -1,0 +1,57 @@
+"""The CPU step's frame (prenet.step_frame): what the protocol's step does around its operators, and each module
+call's Python, measured on this machine and added to a CPU step's host time."""
+import numpy as np
+import pytest
+from torch import nn
+
+from prenet import host_cost, step_frame
+from prenet.estimate import OPTIMIZERS, estimate_traced, trace_steps
+
+MODEL = nn.Sequential(nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 4))
+MODULES, TENSORS = 6, 6  # the Sequential and its five layers; three weights and three biases
+
+
+def _cpu_estimate(costs, optimizer="sgd"):
+    traced = trace_steps(MODEL, 4, 8, (16,))
+    return estimate_traced(traced, 4, "cpu", 8, optimizer, host_costs=costs, calibrated=False)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_cpu_steps_host_time_is_the_frame_each_module_call_and_each_tensors_update(optimizer):
+    """With a frame in the host costs: its fixed cost per step, its cost per module call and the optimizer loop's per
+    parameter tensor, and nothing else on the host's side (the operators' dispatch is in the CPU predictors' times);
+    without one (host costs measured before it was), module calls and the multi-tensor cost per tensor."""
+    costs = host_cost.load()
+    frame = {"fixed_us": {name: 50.0 + i for i, name in enumerate(OPTIMIZERS)}, "module_us": 7.0,
+             "tensor_us": {name: 3.0 + 2 * i for i, name in enumerate(OPTIMIZERS)}}
+    framed = _cpu_estimate(dict(costs, step_frame=frame), optimizer)
+    frameless = _cpu_estimate({k: v for k, v in costs.items() if k != "step_frame"}, optimizer)
+    expected_us = frame["fixed_us"][optimizer] + MODULES * 7.0 + TENSORS * frame["tensor_us"][optimizer]
+    assert framed.host_ms == pytest.approx(1e-3 * expected_us, rel=1e-12)
+    per_tensor = costs["optimizer_tensor_us"]["adam" if optimizer == "adam" else "sgd_momentum"]
+    assert frameless.host_ms == pytest.approx(1e-3 * (MODULES * costs["module_call_us"] + TENSORS * per_tensor),
+                                              rel=1e-12)
+    # on the CPU host and operators add up: the step moves by exactly the host's difference, the operators' and the
+    # update's own time are untouched
+    assert framed.device_ms == frameless.device_ms and framed.optimizer_ms == frameless.optimizer_ms
+    assert 1e3 * (framed.step_seconds - frameless.step_seconds) == pytest.approx(
+        framed.host_ms - frameless.host_ms, rel=1e-9)
+
+
+def test_the_frame_is_measured_for_every_optimizer_from_the_chains_remainder():
+    """Measured here: the chains' measured steps less their predictions without the frame are fitted by a fixed cost
+    and a cost per module call (least squares: the remainders left average to zero); every optimizer gets a fixed
+    cost and a cost per tensor, Adam's per tensor above plain SGD's (it does more per tensor)."""
+    costs = {k: v for k, v in host_cost.load().items() if k != "step_frame"}
+    frame = step_frame.measure(tuple(OPTIMIZERS), costs)
+    assert set(frame["fixed_us"]) == set(frame["tensor_us"]) == set(OPTIMIZERS)
+    assert all(value >= 0 for value in frame["fixed_us"].values()) and frame["module_us"] >= 0
+    assert frame["tensor_us"]["adam"] > frame["tensor_us"]["sgd_plain"] > 0
+    chains = [c for c in frame["chains"] if c["optimizer"] == "sgd"]
+    assert [c["pairs"] for c in chains] == list(step_frame.CHAIN_PAIRS)
+    assert [c["modules"] for c in chains] == [2 + 2 * pairs for pairs in step_frame.CHAIN_PAIRS]
+    assert all(c["measured_us"] > 0 and c["predicted_us"] > 0 for c in frame["chains"])
+    left = [c["measured_us"] - c["predicted_us"] - frame["fixed_us"]["sgd"] - c["modules"] * frame["module_us"]
+            for c in chains]
+    if frame["module_us"] > 0 and frame["fixed_us"]["sgd"] > 0:  # neither held at 0
+        assert np.mean(left) == pytest.approx(0.0, abs=1e-6)

@@ -63,7 +63,8 @@ def test_each_kind_takes_the_fit_that_predicts_its_left_out_reference_layers_bes
               [row("linear", ms, 0.5) for ms in times] +
               [row("bmm", ms, scatter[i % 4]) for i, ms in enumerate(times)] +
               [row("softmax", ms, 0.5 * math.exp(noise.gauss(0.0, 0.3))) for ms in times])
-    calibration = host_calibration.Calibration({"host_cpu": OTHER_CPU, "layers": layers, "host_costs": {}}, "test")
+    calibration = host_calibration.Calibration({"host_cpu": OTHER_CPU, "layers": layers,
+                                                "host_costs": host_cost.load()}, "test")
     softmax = calibration.points["forward"]["softmax"]
     errors = {fit: host_calibration.leave_one_out_error(fit, softmax) for fit in host_calibration.FITS}
     for part in ("forward", "train"):

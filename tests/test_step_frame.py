@@ -55,3 +55,24 @@ def test_the_frame_is_measured_for_every_optimizer_from_the_chains_remainder():
             for c in chains]
     if frame["module_us"] > 0 and frame["fixed_us"]["sgd"] > 0:  # neither held at 0
         assert np.mean(left) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_a_host_cost_file_with_a_broken_frame_is_refused_naming_what_it_lacks(tmp_path):
+    """A frame is all or nothing: one without an optimizer's figures, or with a module cost that is not a number,
+    raises ValueError naming the file, what it lacks and what it needs, not a KeyError deep in a prediction."""
+    import json
+
+    costs = host_cost.load()
+    frame = {"fixed_us": dict.fromkeys(OPTIMIZERS, 60.0), "module_us": 7.0, "tensor_us": dict.fromkeys(OPTIMIZERS, 3.0)}
+    whole = tmp_path / "whole.json"
+    whole.write_text(json.dumps(dict(costs, step_frame=frame)))
+    assert host_cost.load(whole)["step_frame"] == frame
+    broken = dict(frame, module_us="7", tensor_us={k: v for k, v in frame["tensor_us"].items() if k != "adam"})
+    path = tmp_path / "broken.json"
+    path.write_text(json.dumps(dict(costs, step_frame=broken)))
+    with pytest.raises(ValueError, match=rf"host cost file {path} has a step frame without a number for module_us; "
+                                         r"tensor_us of adam: it needs module_us and, for each of sgd, .*fixed_us and "
+                                         r"tensor_us"):
+        host_cost.load(path)
+    with pytest.raises(ValueError, match="the calibration here has a step frame without a number for fixed_us of"):
+        host_cost.checked(dict(costs, step_frame=dict(frame, fixed_us={})), "the calibration here")

@@ -327,7 +327,9 @@ class Calibration:
         if not ok or "host_costs" not in record:
             raise ValueError(f"{path} holds an unfinished calibration; run `prenet calibrate` to complete it")
         self.layers = len(ok)
-        self.host_costs = record["host_costs"]
+        from .host_cost import checked
+
+        self.host_costs = checked(record["host_costs"], f"the calibration {path}")
         self.fits, self.points, self.chosen, self.untimed = {}, {}, {}, {}
         for part, measured, predicted in (("forward", "forward_ms", "predicted_forward_ms"),
                                           ("train", "train_ms", "predicted_train_ms")):

@@ -192,10 +192,32 @@ def load(path=None, gpu=False):
         raise ValueError(f"host cost file {path} is not JSON ({error}); measure it with `python -m "
                          "prenet.host_cost`") from None
     costs = costs.get("cpu", costs) if isinstance(costs, dict) else costs
+    return checked(costs, f"host cost file {path}")
+
+
+def checked(costs, where):
+    """`costs` where they hold every one of KEYS and, if they hold a step frame (prenet.step_frame), a whole one: its
+    fixed cost and cost per tensor for each of prenet.predict's optimizers and its cost per module call, as numbers;
+    else ValueError naming `where`, what is missing and how to measure it again."""
+    from .estimate import OPTIMIZERS
+
+    again = "(as `python -m prenet.host_cost` writes them)"
     missing = [key for key in KEYS if not isinstance(costs, dict) or key not in costs]
     if missing:
-        raise ValueError(f"host cost file {path} lacks {', '.join(missing)}; it needs {', '.join(KEYS)} (as "
-                         "`python -m prenet.host_cost` writes them)")
+        raise ValueError(f"{where} lacks {', '.join(missing)}; it needs {', '.join(KEYS)} {again}")
+    frame = costs.get("step_frame")
+    if frame is None:
+        return costs
+    number = (int, float)
+    wrong = [] if isinstance(frame, dict) and isinstance(frame.get("module_us"), number) else ["module_us"]
+    for part in ("fixed_us", "tensor_us"):
+        values = frame.get(part) if isinstance(frame, dict) else None
+        lacking = [name for name in OPTIMIZERS if not isinstance(values, dict) or
+                   not isinstance(values.get(name), number)]
+        wrong += [f"{part} of {', '.join(lacking)}"] if lacking else []
+    if wrong:
+        raise ValueError(f"{where} has a step frame without a number for {'; '.join(wrong)}: it needs module_us and, "
+                         f"for each of {', '.join(OPTIMIZERS)}, fixed_us and tensor_us {again}")
     return costs
 
 

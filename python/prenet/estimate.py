@@ -362,7 +362,7 @@ def _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, c
         if frame:  # the step's frame and each module call's Python, measured on this host (prenet.step_frame)
             update_host_us = (frame["fixed_us"][optimizer] + modules * frame["module_us"] +
                               len(parameters) * frame["tensor_us"][optimizer])
-        else:  # host costs measured before the frame was (before 2026-11-27)
+        else:  # host costs measured before the frame was (before 2026-11-26 23:00 UTC)
             update_host_us = modules * costs["module_call_us"] + len(parameters) * per_tensor
 
     def rows():  # the same ops, with their modules (Traced.attributed)

@@ -23,6 +23,7 @@ TENSORS = (1, 64)  # one-element parameters the optimizer steps over, for its co
 
 
 def chain(pairs):
+    """A Linear layer of WIDTH features, then `pairs` times a ReLU and another."""
     import torch
 
     layers = [torch.nn.Linear(WIDTH, WIDTH)]
@@ -73,8 +74,8 @@ def measure(optimizers, host_costs):
     """{"fixed_us": {optimizer: us}, "module_us": us, "tensor_us": {optimizer: us}, "chains": [...]}: the frame
     of a CPU step on this machine (see the module's description) for each of `optimizers` (prenet.predict's names;
     the chains are trained with the first), on top of `host_costs` (prenet.host_cost's other figures). An
-    optimizer's fixed cost is the first's, less the first's own step's and plus its own (optimizer_step_us: the
-    difference between two optimizers is timed more closely so than by training a chain with each). Each figure at
+    optimizer's fixed cost is the first's, less the first's own step's and plus its own (optimizer_step_us: timed
+    apart, two optimizers' difference is measured more closely than by training a chain with each). Each figure at
     least 0."""
     import numpy as np
 

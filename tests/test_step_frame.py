@@ -76,3 +76,33 @@ def test_a_host_cost_file_with_a_broken_frame_is_refused_naming_what_it_lacks(tm
         host_cost.load(path)
     with pytest.raises(ValueError, match="the calibration here has a step frame without a number for fixed_us of"):
         host_cost.checked(dict(costs, step_frame=dict(frame, fixed_us={})), "the calibration here")
+
+
+class _Reused(nn.Module):
+    """A Linear called twice and a ReLU three times; with `recurrent`, an LSTM first (traced for real, not on meta
+    tensors: prenet.op_trace)."""
+
+    def __init__(self, recurrent=False):
+        super().__init__()
+        self.rnn = nn.LSTM(8, 8, batch_first=True) if recurrent else None
+        self.linear, self.act = nn.Linear(8, 8), nn.ReLU()
+
+    def forward(self, x):
+        if self.rnn is not None:
+            x = self.rnn(x)[0][:, -1]
+        return self.act(self.linear(self.act(self.linear(self.act(x)))))
+
+
+@pytest.mark.parametrize("recurrent", [False, True])
+def test_a_module_called_several_times_pays_its_python_each_time(recurrent):
+    """The step counts module calls, not modules: each call runs the module's Python (the frame's cost per module
+    call on the CPU, a module call's dispatch on a GPU), traced on meta tensors or for real alike."""
+    model = _Reused(recurrent)
+    traced = trace_steps(model, 4, 8, (5, 8) if recurrent else (8,))
+    assert traced.how == ("cpu" if recurrent else "meta")
+    calls = 1 + (1 if recurrent else 0) + 2 + 3  # the model, its LSTM, the Linear twice, the ReLU three times
+    assert traced.modules == calls and len(list(model.modules())) == calls - 3  # a second Linear call, two ReLU
+    frame = {"fixed_us": dict.fromkeys(OPTIMIZERS, 0.0), "module_us": 10.0, "tensor_us": dict.fromkeys(OPTIMIZERS, 0.0)}
+    estimate = estimate_traced(traced, 4, "cpu", 8, "sgd", host_costs=dict(host_cost.load(), step_frame=frame),
+                               calibrated=False)
+    assert estimate.host_ms == pytest.approx(1e-3 * 10.0 * calls, rel=1e-12)

@@ -340,7 +340,7 @@ def _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, c
     else:  # its passes over memory as add kernels
         update_ms = sum(native.update_ms(groups, catalog, device, OPTIMIZERS[optimizer], update_gap))
     per_tensor = costs["optimizer_tensor_us"]["adam" if optimizer.startswith("adam") else "sgd_momentum"]
-    modules = traced.modules  # each called once per step
+    modules = traced.modules  # the module calls of a step
     forward_ops = max(1, sum(1 for op in ops if op.phase == "forward"))
     if on_gpu:
         def launch_us(work):  # the gap's share beyond the dispatch counted per op, for each library call
@@ -472,7 +472,8 @@ class Traced:
     """What predict costs on a device, found once (prenet.compare reuses it for every GPU): the operators of a
     step at each batch size an epoch uses (`ops_by_size`), the epoch's batch sizes, how it was traced ("meta" or
     "cpu", prenet.op_trace, and why it was traced for real), and of the model: its trainable tensors' sizes, its
-    module count and the 2-byte dtypes among its weights. A meta trace records no module per operator (what a
+    module calls in a step (`modules`: a module called three times counts three) and the 2-byte dtypes among its
+    weights. A meta trace records no module per operator (what a
     step costs does not depend on it, and finding it is a tenth of the trace): `retrace(size)` traces the step
     again with them when per-module tables are first asked for (`attributed`); None where `ops_by_size` has them."""
     ops_by_size: dict
@@ -509,8 +510,8 @@ def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None
         ops, how, why = op_trace.trace_batches(model, make_inputs, sorted(set(sizes)), autocast, attribute=False)
     parameters = list(model.parameters())
     dtypes = {op_trace.dtype_names[p.dtype] for p in parameters}
-    return Traced(ops, sizes, how, why, [p.numel() for p in parameters if p.requires_grad], len(list(model.modules())),
-                  sorted(dtypes & op_costs.NARROW_FLOATS.keys()),
+    return Traced(ops, sizes, how, why, [p.numel() for p in parameters if p.requires_grad],
+                  ops[sizes[0]].module_calls, sorted(dtypes & op_costs.NARROW_FLOATS.keys()),
                   _meta_retrace(model, make_inputs, autocast) if how == "meta" else None)
 
 

@@ -54,6 +54,18 @@ class Op:
     autograd_records: bool = True
 
 
+class StepOps(list):
+    """The operators of one training step (Op, in the order they ran), with `module_calls`: how many times the
+    model's modules were called in it (a module called three times counts three: each call runs its Python)."""
+    module_calls = 0
+
+    @classmethod
+    def of(cls, ops, module_calls):
+        found = cls(ops)
+        found.module_calls = module_calls
+        return found
+
+
 class _DtypeNames(dict):
     """torch.dtype -> its name without the module ("float32"), each computed once."""
     def __missing__(self, dtype):
@@ -307,15 +319,15 @@ def training_loss(output):
 
 
 def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attribute=True):
-    """The ops of one forward, loss (training_loss: the model's own loss if it returns one, else the cross-entropy
-    of its logits) and backward, on `inputs` as given; `autocast`: forward and loss under
-    CUDA autocast's casting rules (prenet.autocast_policy), the backward pass in the dtypes they leave; `meta`: on
-    meta twins of the weights and of `inputs` (prenet.meta_model), leaving the model's own tensors untouched;
-    `direct_mode`: on torch 1.13, record without its Python mode stack (_direct_mode_setter); `attribute`: each
-    op's module and module input found (hooks on every module call and on the autograd nodes at their boundaries:
-    a tenth of a meta trace's time), else left empty, and an error raised as PyTorch gave it (no module to name).
-    Traced for real, the step starts and ends with no gradients (trace_batches puts the model's own back,
-    prenet.model_state)."""
+    """The ops (StepOps, the model's module calls counted) of one forward, loss (training_loss: the model's own loss if
+    it returns one, else the cross-entropy of its logits) and backward, on `inputs` as given; `autocast`: forward
+    and loss under CUDA autocast's casting rules (prenet.autocast_policy), the backward pass in the dtypes they
+    leave; `meta`: on meta twins of the weights and of `inputs` (prenet.meta_model), leaving the model's own tensors
+    untouched; `direct_mode`: on torch 1.13, record without its Python mode stack (_direct_mode_setter);
+    `attribute`: each op's module and module input found (hooks on every module call and on the autograd nodes at
+    their boundaries: a tenth of a meta trace's time), else left empty, and an error raised as PyTorch gave it (no
+    module to name). Traced for real, the step starts and ends with no gradients (trace_batches puts the model's own
+    back, prenet.model_state)."""
     import contextlib
 
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
@@ -330,9 +342,16 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
     named_modules = list(model.named_modules())
     labels = {id(module): name or type(module).__name__ for name, module in named_modules}
 
+    calls = [0]  # the model's module calls
+
+    def count(module, inputs):
+        if id(module) in labels:
+            calls[0] += 1
+
     def enter(module, inputs):
         label = labels.get(id(module))
         if label is not None:
+            calls[0] += 1
             tensors = _tensors(inputs)
             owners.mark(tensors, recorder.modules[-1][0] if recorder.modules else "")
             recorder.modules.append((label, tuple(tensors[0].shape) if tensors else None))
@@ -344,8 +363,9 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
             owners.mark(_tensors(output.values() if isinstance(output, dict) else (output,)), label)
 
     # One pair of hooks on every module call, kept to this model's modules (a pair per module costs more to
-    # register than the whole forward pass on meta tensors).
-    handles = [register_module_forward_pre_hook(enter), register_module_forward_hook(leave)] if attribute else []
+    # register than the whole forward pass on meta tensors); without attribution one that counts the calls.
+    handles = ([register_module_forward_pre_hook(enter), register_module_forward_hook(leave)] if attribute else
+               [register_module_forward_pre_hook(count)])
     if meta:
         inputs = to_meta(inputs)
     else:
@@ -372,7 +392,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
             handle.remove()
         if not meta:
             model.zero_grad(set_to_none=True)
-    return recorder.ops
+    return StepOps.of(recorder.ops, calls[0])
 
 
 def trace_meta(model, make_inputs, size, autocast=False, attribute=True):
@@ -419,7 +439,7 @@ def at_batch(traces, batch, model=None, make_inputs=None, autocast=False):
                         all(isinstance(v, int) for v in list(x) + list(y)) and tuple(x) != tuple(y) else x
                         for x, y in zip(small.arguments, large.arguments)]
         ops.append(op)
-    return ops
+    return StepOps.of(ops, first.module_calls)
 
 
 def trace_batches(model, make_inputs, sizes, autocast=False, attribute=True):

@@ -16,6 +16,7 @@ import numpy as np
 
 from prenet.datasets import collection_folders, load_harness_rows
 from prenet.predictors import resolve
+from prenet.training import config_keys
 from report import write_report
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gpu"
@@ -31,8 +32,7 @@ FITTED_KINDS = {"add", "bmm", "conv2d", "gelu", "layer_norm", "linear", "relu", 
 def predicted(kind, rows, gpu):
     """Per row: {forward_ms, backward_ms, optimizer_ms} predicted for `gpu`, rows grouped by optimizer."""
     native, catalog, name = resolve(gpu)
-    keys = [c for c in rows.columns if c not in ("gpu", "optimizer", "forward_ms", "backward_ms", "optimizer_ms",
-                                                 "train_ms")]
+    keys = config_keys(kind, rows)  # the kind's parameters, not the other columns the rows carry
     out = [None] * len(rows)
     for optimizer, group in rows.groupby("optimizer"):
         configs = [{k: int(v) for k, v in zip(keys, values)} for values in group[keys].itertuples(index=False)]

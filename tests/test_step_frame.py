@@ -106,3 +106,37 @@ def test_a_module_called_several_times_pays_its_python_each_time(recurrent):
     estimate = estimate_traced(traced, 4, "cpu", 8, "sgd", host_costs=dict(host_cost.load(), step_frame=frame),
                                calibrated=False)
     assert estimate.host_ms == pytest.approx(1e-3 * 10.0 * calls, rel=1e-12)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_gpu_steps_host_gets_the_frames_fixed_cost_and_nothing_else_of_it(optimizer):
+    """On a GPU each operator, module call and tensor is costed on the host one by one, so of the frame only its fixed
+    cost is added (once, with the update); the packaged GPU host costs hold a frame measured on a CPU host."""
+    costs = host_cost.load(gpu=True)
+    frame = costs["step_frame"]
+    assert frame["fixed_us"][optimizer] > 0 and frame["environment"]["host_cpu"]
+    traced = trace_steps(MODEL, 4, 8, (16,))
+    framed = estimate_traced(traced, 4, "V100", 8, optimizer, host_costs=costs)
+    frameless = estimate_traced(traced, 4, "V100", 8, optimizer,
+                                host_costs={k: v for k, v in costs.items() if k != "step_frame"})
+    assert framed.host_ms - frameless.host_ms == pytest.approx(1e-3 * frame["fixed_us"][optimizer], rel=1e-9)
+    assert framed.device_ms == frameless.device_ms
+
+
+def test_the_frame_is_written_into_a_host_cost_file_with_this_machines_environment(tmp_path):
+    """`python -m prenet.step_frame FILE` (write_into): the file keeps its other costs and gains a whole frame, with
+    the machine it was measured on; a file without the host costs is refused, naming it, and left as it was."""
+    import json
+
+    costs = {k: v for k, v in host_cost.load().items() if k != "step_frame"}
+    path = tmp_path / "costs.json"
+    path.write_text(json.dumps(costs))
+    frame = step_frame.write_into(path)
+    written = host_cost.load(path)
+    assert written["step_frame"] == frame and {k: written[k] for k in costs} == costs
+    assert frame["environment"]["host_cpu"] == host_cost.cpu_model()
+    lacking = tmp_path / "lacking.json"
+    lacking.write_text(json.dumps({"op_us": 1.0}))
+    with pytest.raises(ValueError, match=rf"host cost file {lacking} lacks module_call_us"):
+        step_frame.write_into(lacking)
+    assert json.loads(lacking.read_text()) == {"op_us": 1.0}

@@ -315,9 +315,10 @@ def _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, c
     """The _StepCost of the training step of `size` samples of `traced`. On a GPU each op's host cost is its dispatch
     (measured here), a kernel issue per library call it makes (its kind's launch gap on `device`, prenet.launch_gap,
     which includes dispatch; the machine's for ops costed by traffic), and an autograd node in the backward pass;
-    module calls are spread over the forward ops. `gap_in_kernels`: the bundle's predictions hold each kind's gap
-    (learned from latencies), to be taken off each kernel; `with_spread`: also each op's CUDA-core time over its
-    estimate (_device_times)."""
+    module calls are spread over the forward ops; the protocol's frame around them (prenet.step_frame) where the host
+    costs hold one: on a GPU its fixed cost, on the CPU also each module call's Python. `gap_in_kernels`: the
+    bundle's predictions hold each kind's gap (learned from latencies), to be taken off each kernel; `with_spread`:
+    also each op's CUDA-core time over its estimate (_device_times)."""
     import numpy as np
 
     def runs_here(ops):  # a recurrent layer or cell as this device runs it (Op.runs_on, prenet.fused_recurrent):
@@ -342,6 +343,7 @@ def _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, c
     per_tensor = costs["optimizer_tensor_us"]["adam" if optimizer.startswith("adam") else "sgd_momentum"]
     modules = traced.modules  # the module calls of a step
     forward_ops = max(1, sum(1 for op in ops if op.phase == "forward"))
+    frame = costs.get("step_frame")  # the protocol's work around the operators, where measured (prenet.step_frame)
     if on_gpu:
         def launch_us(work):  # the gap's share beyond the dispatch counted per op, for each library call
             if work is None:
@@ -355,10 +357,12 @@ def _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, c
         # 36 to 110 tensors per launch depending on how many lists it updates: 36 taken).
         spec = next(o for o in core().optimizers() if o["name"] == OPTIMIZERS[optimizer])
         update_host_us = (len(parameters) * per_tensor +
-                          spec["kernels_per_tensor"] * math.ceil(len(parameters) / 36) * issue_us(None))
+                          spec["kernels_per_tensor"] * math.ceil(len(parameters) / 36) * issue_us(None) +
+                          # the protocol's frame around the operators (prenet.step_frame), measured on a CPU host:
+                          # its fixed cost only, as each op, module call and tensor is counted here on its own
+                          (frame["fixed_us"][optimizer] if frame else 0.0))
     else:  # the CPU predictors' times already include each operator's dispatch
         host_us = [0.0] * len(ops)
-        frame = costs.get("step_frame")
         if frame:  # the step's frame and each module call's Python, measured on this host (prenet.step_frame)
             update_host_us = (frame["fixed_us"][optimizer] + modules * frame["module_us"] +
                               len(parameters) * frame["tensor_us"][optimizer])

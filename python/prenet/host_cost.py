@@ -222,9 +222,12 @@ def checked(costs, where):
 
 
 if __name__ == "__main__":
-    import sys
+    import argparse
 
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("data/host_costs.json")
+    parser = argparse.ArgumentParser(prog="python -m prenet.host_cost",
+                                     description="Measures this machine's host costs and writes them to FILE.")
+    parser.add_argument("file", nargs="?", default="data/host_costs.json", help="(default: %(default)s)")
+    out = Path(parser.parse_args().file)
     costs = measure()
     out.write_text(json.dumps(costs, indent=1) + "\n")
     print(json.dumps(costs, indent=1))

@@ -183,9 +183,13 @@ def host_spread(gaps=None):
 
 
 if __name__ == "__main__":
-    import sys
+    import argparse
 
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("data/gpu_launch_gaps.json")
+    parser = argparse.ArgumentParser(prog="python -m prenet.launch_gap",
+                                     description="Fits the launch gaps of the NeuSight operator set and writes them "
+                                                 "to FILE.")
+    parser.add_argument("file", nargs="?", default="data/gpu_launch_gaps.json", help="(default: %(default)s)")
+    out = Path(parser.parse_args().file)
     content = fit()
     out.write_text(json.dumps(content, indent=1) + "\n")
     print(json.dumps({k: content[k] for k in ("gap_us", "typical_gap_us")}, indent=1))

@@ -12,9 +12,14 @@ this frame; that remainder, over the chains, is a fixed cost per step and a cost
 each optimizer's own step timed apart, as the protocol builds it, for its fixed cost and its cost per parameter
 tensor (on the CPU PyTorch's optimizers loop over tensors; a GPU's use the multi-tensor path, prenet.host_cost's
 optimizer_tensor_us).
+
+A GPU step's host is given the frame's fixed cost (its operators, module calls and tensors are costed one by one
+there). `python -m prenet.step_frame FILE` measures the frame on this machine on top of the host cost file FILE and
+writes it into that file, with this machine's environment: how data/gpu_host_costs.json got its frame.
 """
 import statistics
 import time
+from pathlib import Path
 
 WIDTH, BATCH, SAMPLES = 4, 2, 256  # tiny layers, whose operators cost next to nothing beside the frame
 CHAIN_PAIRS = (0, 4, 12)  # (ReLU, Linear) pairs after the first Linear of each chain
@@ -103,3 +108,39 @@ def describe(frame):
     return (f"a step's frame {fixed['sgd']:.0f} us with SGD ({fixed['adam']:.0f} with Adam), {frame['module_us']:.1f} "
             f"us a module call, the optimizer's loop {tensor['sgd']:.1f} us a parameter tensor with SGD "
             f"({tensor['adam']:.1f} with Adam)")
+
+
+def write_into(path):
+    """Measures the frame on this machine on top of the host costs in `path` (a prenet.host_cost file; a frame it
+    holds is replaced) and writes it there, with this machine's environment; returns the frame."""
+    import json
+    import platform
+
+    import torch
+
+    from . import host_cost
+    from .estimate import OPTIMIZERS
+
+    costs = json.loads(Path(path).read_text())
+    frameless = {key: value for key, value in host_cost.checked(costs, f"host cost file {path}").items()
+                 if key != "step_frame"}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        frame = measure(tuple(OPTIMIZERS), frameless)
+    finally:
+        torch.set_num_threads(threads)
+    frame["environment"] = {"host_cpu": host_cost.cpu_model(), "torch": torch.__version__,
+                            "python": platform.python_version(), "threads": 1, "date": time.strftime("%Y-%m-%d")}
+    Path(path).write_text(json.dumps(dict(costs, step_frame=frame), indent=1) + "\n")
+    return frame
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m prenet.step_frame",
+                                     description="Measures this machine's step frame on top of a host cost file "
+                                                 "(python -m prenet.host_cost) and writes it into that file.")
+    parser.add_argument("file", help="the host cost file, e.g. data/gpu_host_costs.json")
+    print(describe(write_into(parser.parse_args().file)))

@@ -17,6 +17,17 @@ def test_import_is_fast_and_does_not_load_torch():
     assert torch_loaded == "False" and pandas_loaded == "False"
 
 
+@pytest.mark.parametrize("module", ["host_cost", "launch_gap", "step_frame", "gpu_calibration"])
+def test_a_modules_command_line_runs_it_once_and_takes_help_for_help(module, tmp_path):
+    """`python -m prenet.<module> --help` prints its usage and writes nothing (it had been taken for a file name),
+    without runpy's warning that the module, loaded by the package's import, runs again as __main__."""
+    result = subprocess.run([sys.executable, "-m", f"prenet.{module}", "--help"], capture_output=True, text=True,
+                            timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: ") and "RuntimeWarning" not in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("order", ["import torch, prenet", "import prenet, torch"])
 def test_import_order_with_torch(order):
     result = _python(order + "; print(prenet.layer_features('linear', batch=1, in_features=2, "

@@ -2,6 +2,13 @@
 
 Importing the package is cheap: torch, pandas and the native core load on first use.
 """
+import warnings
+
+# `python -m prenet.<module>` (host_cost, launch_gap, step_frame, gpu_calibration) runs a module that importing the
+# package has already loaded, so runpy warns that it runs again as __main__; harmless here, as these modules do
+# nothing on import but define.
+warnings.filterwarnings("ignore", message=r"'prenet\.\w+' found in sys\.modules after import of package 'prenet'",
+                        category=RuntimeWarning)
 from ._version import __version__
 from .catalog import find_gpu, gpus
 from .compare import compare

@@ -439,7 +439,7 @@ def test_a_model_with_nothing_to_train_is_named_as_such():
 
 def test_command_line_prints_one_json_object(run_prenet):
     done = run_prenet("predict", "torchvision:resnet18", "--batch", "4", "--gpu", "H100", "--input-shape", "3,64,64",
-                      "--dataset-size", "10", "--json")
+                      "--dataset-size", "10", "--json", "--no-progress")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["iterations"] == 3 and math.isfinite(result["epoch_seconds"]) and result["step_seconds"] > 0
@@ -552,6 +552,41 @@ def test_a_progress_bar_without_tqdm_prints_done_rate_and_time_left(capsys):
     silent = _PlainProgress(4, 0, "x", False, "epoch", every_s=0.0)
     silent.update(4)
     assert capsys.readouterr().err == ""
+
+
+def test_a_progress_bar_prints_nothing_until_its_delay_has_passed(capsys):
+    from prenet.progress import _PlainProgress
+
+    _PlainProgress(2, 0, "tracing X", True, "step", delay=60.0, every_s=0.0).update(2)
+    assert capsys.readouterr().err == ""
+    _PlainProgress(2, 0, "tracing X", True, "step", delay=0.0, every_s=0.0).update(2)
+    assert capsys.readouterr().err.startswith("tracing X: 2/2, ")
+
+
+class _Tagger(nn.Module):  # recurrent: traced for real, at two small batches
+    def __init__(self):
+        super().__init__()
+        self.lstm, self.head = nn.LSTM(8, 8, batch_first=True), nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.head(self.lstm(x)[0][:, -1])
+
+
+def test_a_real_trace_shows_a_bar_once_it_has_taken_its_delay(capsys, monkeypatch):
+    """A model traced for real (here for its recurrent layer) can take a minute (a detection model's two traces on
+    two cores): a bar over its traced steps, on stderr, once the trace has run REAL_TRACE_BAR_DELAY_S; none with
+    progress=False, and none for a trace quicker than the delay."""
+    from prenet import op_trace
+
+    estimate = prenet.predict(_Tagger(), batch=4, gpu="V100", input_shape=(5, 8), dataset_size=8)
+    assert estimate.traced == "cpu" and "tracing" not in capsys.readouterr().err  # quicker than two seconds
+    monkeypatch.setattr(op_trace, "REAL_TRACE_BAR_DELAY_S", 0.0)
+    prenet.predict(_Tagger(), batch=4, gpu="V100", input_shape=(5, 8), dataset_size=8)
+    shown = capsys.readouterr().err
+    assert "tracing _Tagger's step for real on the CPU" in shown and "2/2" in shown
+    prenet.predict(_Tagger(), batch=4, gpu="V100", input_shape=(5, 8), dataset_size=8, progress=False)
+    prenet.compare(_Tagger(), batch=4, gpus=["V100"], input_shape=(5, 8), dataset_size=8, progress=False)
+    assert "tracing" not in capsys.readouterr().err
 
 
 def test_plot_shows_the_layers_by_share():

@@ -103,7 +103,7 @@ def _predict(args):
 
     model, inputs = _training_run_model(args)
     estimate = predict(model, batch=args.batch, gpu=args.gpu, dataset_size=args.dataset_size,
-                       optimizer=args.optimizer, precision=args.precision, **inputs)
+                       optimizer=args.optimizer, precision=args.precision, progress=not args.no_progress, **inputs)
     if args.json:
         print(json.dumps({"model": args.model, "gpu": estimate.gpu, "batch": estimate.batch,
                           "dataset_size": estimate.dataset_size, "optimizer": estimate.optimizer,
@@ -189,7 +189,8 @@ def _compare(args):
     model, inputs = _training_run_model(args)
     gpus = "all" if args.gpus == "all" else [name.strip() for name in args.gpus.split(",") if name.strip()]
     table = compare(model, batch=args.batch, gpus=gpus, price_per_hour=dict(args.price or []),
-                    dataset_size=args.dataset_size, optimizer=args.optimizer, precision=args.precision, **inputs)
+                    dataset_size=args.dataset_size, optimizer=args.optimizer, precision=args.precision,
+                    progress=not args.no_progress, **inputs)
     if args.plot:
         table.plot().figure.savefig(args.plot, dpi=120, bbox_inches="tight")
     if args.json:
@@ -248,6 +249,10 @@ def _pandas_display():
     return pd.option_context("display.width", 200, "display.max_columns", 30, "display.float_format", "{:.4g}".format)
 
 
+# predict's and compare's: a model that needs its data is traced for real, which can take a minute
+NO_TRACE_PROGRESS = "no progress bar (on stderr) while the model is traced for real (shown after two seconds)"
+
+
 def _training_run_arguments(command):
     """The arguments `predict`, `measure` and `compare` share: what is trained, on what input, how."""
     command.add_argument("model", help="torchvision:NAME, prenet:bert_base, prenet:gpt2, package.module:factory "
@@ -300,6 +305,7 @@ def parser():
     _training_run_arguments(e)
     e.add_argument("--top", type=int, default=15, help="layers to list (default 15)")
     e.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    e.add_argument("--no-progress", action="store_true", help=NO_TRACE_PROGRESS)
     e.set_defaults(run=_predict)
     t = sub.add_parser("training", help="predicted total training time and cost: steps (given as epochs, or "
                        "predicted for a target loss from the model's tangent kernel) x the predicted step time")
@@ -347,6 +353,7 @@ def parser():
     o.add_argument("--json", action="store_true", help="print the rows as one JSON array")
     o.add_argument("--wide", action="store_true", help="every column of the comparison (nearest fitted GPU, "
                    "memory, price source) in the table")
+    o.add_argument("--no-progress", action="store_true", help=NO_TRACE_PROGRESS)
     o.set_defaults(run=_compare)
     h = sub.add_parser("calibrate", help="time reference layers on this CPU to calibrate the CPU predictors to it "
                        "(two to four minutes; resumed if interrupted), or with --gpu on this machine's CUDA GPU")

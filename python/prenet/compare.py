@@ -65,7 +65,7 @@ def _comparison_class():
 
 @collector_paused
 def compare(model, batch=32, gpus="all", price_per_hour=None, input_shape=None, example_input=None,
-            dataset_size=1024, optimizer="sgd", precision="fp32"):
+            dataset_size=1024, optimizer="sgd", precision="fp32", progress=True):
     """A Comparison (a pandas DataFrame) of `model`'s training epoch on each GPU of `gpus` ("all": the whole catalog;
     or a list of names), sorted by epoch time: epoch and step seconds, the 80% interval, how the predictors serve
     the GPU (`served`: prenet.predictors.served_as), the nearest fitted GPU and the distance to it, the training
@@ -73,7 +73,8 @@ def compare(model, batch=32, gpus="all", price_per_hour=None, input_shape=None, 
     with the whole data set resident on the device as the protocol's timed epochs have it (`resident_memory_gib`,
     `fits_resident`), whether each fits the GPU's memory, the price per hour used (`price_per_hour` {name: USD}
     overrides the catalog's) with its source, and the cost of an epoch (NaN where no price is known). With
-    gpus="all" and a mixed precision, GPUs without that type are left out and named in `.attrs["unsupported"]`."""
+    gpus="all" and a mixed precision, GPUs without that type are left out and named in `.attrs["unsupported"]`.
+    `progress`: as prenet.predict's (a bar while a model is traced for real, once that has taken two seconds)."""
     import pandas as pd
 
     batch, dataset_size, optimizer = _check(model, batch, dataset_size, optimizer, precision)
@@ -87,7 +88,7 @@ def compare(model, batch=32, gpus="all", price_per_hour=None, input_shape=None, 
     for name, price in (price_per_hour or {}).items():
         check_price(f"price_per_hour[{name!r}]", price)
         prices[find_gpu(name)["name"]] = {"usd_per_hour": float(price), "source": "given", "date": ""}
-    traced = trace_steps(model, batch, dataset_size, input_shape, example_input, precision)
+    traced = trace_steps(model, batch, dataset_size, input_shape, example_input, precision, progress)
     memory = training_memory(model, batch, input_shape, example_input, dataset_size, optimizer, precision)
     rows, unsupported = [], {}
     for name in dict.fromkeys(canonical):

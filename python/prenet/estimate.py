@@ -455,10 +455,11 @@ def _layers_table(rows, catalog, device, step_ms):
 
 @collector_paused
 def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, dataset_size=1024,
-            optimizer="sgd", precision="fp32", bundle=None):
+            optimizer="sgd", precision="fp32", bundle=None, progress=True):
     """Predicted training time of `model` (see the module's description). `gpu`: a catalog name (prenet.gpus())
     or "cpu" (one thread of this project's measured host CPU; on another CPU, calibrated to it where
-    `prenet calibrate` was run, else with a warning). Returns an Estimate."""
+    `prenet calibrate` was run, else with a warning). `progress`: a bar (stderr) while a model that cannot be
+    traced on meta tensors is traced for real, once that has taken two seconds. Returns an Estimate."""
     batch, dataset_size, optimizer = _check(model, batch, dataset_size, optimizer)
     check_precision(precision, gpu)  # an unknown precision or GPU, or a mixed one on the CPU, fails before tracing
     native, catalog, device = resolve(gpu, bundle)
@@ -467,7 +468,7 @@ def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, d
         # attributed to predict's caller, past predict and its collector_paused wrapper
         warnings.warn(f"{other_host}; `prenet calibrate` (two to four minutes) calibrates the predictors to this CPU",
                       stacklevel=3)
-    traced = trace_steps(model, batch, dataset_size, input_shape, example_input, precision)
+    traced = trace_steps(model, batch, dataset_size, input_shape, example_input, precision, progress)
     return estimate_traced(traced, batch, gpu, dataset_size, optimizer, precision, bundle)
 
 
@@ -504,14 +505,15 @@ class Traced:
 
 
 @collector_paused
-def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None, precision="fp32"):
+def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None, precision="fp32", progress=False):
     """The Traced steps of an epoch of `model`; under a mixed precision, forward and loss are traced with CUDA
-    autocast's casts (prenet.autocast_policy)."""
+    autocast's casts (prenet.autocast_policy); `progress`: a bar over a real trace (op_trace.trace_batches)."""
     make_inputs = input_maker(model, input_shape, example_input)
     sizes = epoch_batches(batch, dataset_size)
     autocast = precision in MIXED_PRECISIONS
     with in_mode(model, True):  # a training step, as the model's own train() sets it up
-        ops, how, why = op_trace.trace_batches(model, make_inputs, sorted(set(sizes)), autocast, attribute=False)
+        ops, how, why = op_trace.trace_batches(model, make_inputs, sorted(set(sizes)), autocast, attribute=False,
+                                               progress=progress)
     parameters = list(model.parameters())
     dtypes = {op_trace.dtype_names[p.dtype] for p in parameters}
     return Traced(ops, sizes, how, why, [p.numel() for p in parameters if p.requires_grad],

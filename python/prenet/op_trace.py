@@ -23,6 +23,8 @@ TOKEN_INDICES = {"embedding.default": 1, "_embedding_bag.default": 1, "_embeddin
 # Traced batches: two, so that batch-proportional dimensions can be told from fixed ones; from 2, because some
 # layers (BatchNorm in training mode on a 1x1 map) reject a batch of 1.
 TRACE_BATCHES = (2, 3)
+# Seconds a real trace runs before its progress bar shows (most take a fraction of one).
+REAL_TRACE_BAR_DELAY_S = 2.0
 
 
 @dataclass(slots=True)
@@ -409,9 +411,15 @@ def _scale(small, large, batch):
     return tuple(a if a == b else a + (b - a) * (batch - b0) // (b1 - b0) for a, b in zip(small, large))
 
 
-def trace_small(model, make_inputs, autocast=False):
-    """The ops of a training step at the two TRACE_BATCHES; `make_inputs(b)` builds inputs of b samples."""
-    return tuple(trace_once(model, make_inputs(b), autocast) for b in TRACE_BATCHES)
+def trace_small(model, make_inputs, autocast=False, done=None):
+    """The ops of a training step at the two TRACE_BATCHES; `make_inputs(b)` builds inputs of b samples; `done()`,
+    where given, is called after each."""
+    traces = []
+    for b in TRACE_BATCHES:
+        traces.append(trace_once(model, make_inputs(b), autocast))
+        if done is not None:
+            done()
+    return tuple(traces)
 
 
 def at_batch(traces, batch, model=None, make_inputs=None, autocast=False):
@@ -442,15 +450,17 @@ def at_batch(traces, batch, model=None, make_inputs=None, autocast=False):
     return StepOps.of(ops, first.module_calls)
 
 
-def trace_batches(model, make_inputs, sizes, autocast=False, attribute=True):
+def trace_batches(model, make_inputs, sizes, autocast=False, attribute=True, progress=False):
     """({size: ops of a training step at that batch size}, how it was traced: "meta" or "cpu", why it was traced
     for real: None on meta), for the batch sizes `sizes`; `make_inputs(b, device)` builds inputs of b samples on a
     device. On meta tensors at each size where the model runs there, their modules found only with `attribute`
     (trace_once); else for real at TRACE_BATCHES on the CPU (modules found), extrapolated (at_batch), the model put
-    back on its device and as it was after (prenet.model_state)."""
+    back on its device and as it was after (prenet.model_state). `progress`: a bar over the real traces, shown
+    once they have taken REAL_TRACE_BAR_DELAY_S (a detection model's take a minute on two cores)."""
     import torch
 
     from .model_state import model_kept
+    from .progress import progress_bar
 
     # A recurrent layer runs another algorithm on meta tensors (inputs projected step by step) than on the CPU and
     # in cuDNN (the inputs of all steps projected in one product): traced for real.
@@ -479,7 +489,20 @@ def trace_batches(model, make_inputs, sizes, autocast=False, attribute=True):
     if any(t.is_meta for t in itertools.chain(model.parameters(), model.buffers())):
         raise ValueError(f"the model's weights are on the meta device, but it must be traced with real data ({why}); "
                          "build it on the CPU")
-    with model_kept(model):
-        model.cpu()  # traced on the CPU; model_kept puts the model back on its device
-        traces = trace_small(model, real_inputs, autocast)
-        return {size: at_batch(traces, size, model, real_inputs, autocast) for size in sizes}, "cpu", why
+    bar = progress_bar(len(TRACE_BATCHES), f"tracing {type(model).__name__}'s step for real on the CPU", progress,
+                       unit="step", delay=REAL_TRACE_BAR_DELAY_S)
+    def retrace_inputs(b):  # at_batch traces at the batch itself: one step more for the bar
+        bar.total += 1
+        return real_inputs(b)
+
+    try:
+        with model_kept(model):
+            model.cpu()  # traced on the CPU; model_kept puts the model back on its device
+            traces, ops = trace_small(model, real_inputs, autocast, done=bar.update), {}
+            for size in sizes:
+                steps = bar.total
+                ops[size] = at_batch(traces, size, model, retrace_inputs, autocast)
+                bar.update(bar.total - steps)
+            return ops, "cpu", why
+    finally:
+        bar.close()

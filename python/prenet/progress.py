@@ -4,25 +4,28 @@ import sys
 import time
 
 
-def progress_bar(total, description, enabled=True, unit="item", initial=0):
-    """A bar with update(n) and close(), counting `total` `unit`s from `initial`; silent unless `enabled`."""
+def progress_bar(total, description, enabled=True, unit="item", initial=0, delay=0.0):
+    """A bar with update(n) and close(), counting `total` `unit`s from `initial`; silent unless `enabled`, and
+    until `delay` seconds have passed (work that may be long or short shows nothing when it is short)."""
     try:
         from tqdm import tqdm
     except ImportError:
-        return _PlainProgress(total, initial, description, enabled, unit)
+        return _PlainProgress(total, initial, description, enabled, unit, delay)
     return tqdm(total=total, initial=initial, desc=description, unit=unit, disable=not enabled, smoothing=0.05,
-                dynamic_ncols=True)
+                dynamic_ncols=True, delay=delay)
 
 
 class _PlainProgress:
-    def __init__(self, total, initial, description, enabled, unit, every_s=5.0):
+    def __init__(self, total, initial, description, enabled, unit, delay=0.0, every_s=5.0):
         self.total, self.done, self.description, self.enabled, self.unit = total, initial, description, enabled, unit
         self.start_done, self.start, self.last, self.every_s = initial, time.monotonic(), 0.0, every_s
+        self.delay = delay
 
     def update(self, n=1):
         self.done += n
         now = time.monotonic()
-        if self.enabled and (now - self.last >= self.every_s or self.done == self.total):
+        if self.enabled and now - self.start >= self.delay and (now - self.last >= self.every_s or
+                                                               self.done == self.total):
             self.last = now
             rate = (self.done - self.start_done) / max(now - self.start, 1e-9)
             left = (self.total - self.done) / rate if rate > 0 else float("inf")

@@ -6,11 +6,12 @@
 # scripts/probe_native_errors.sh logs what tells the cause where it still does); run the test suite under that
 # torch; measure what cuDNN's heuristic choice of algorithm costs against benchmarking (bench/cudnn_choice.py) and
 # whether a convolution slows down as its process runs more shapes (bench/conv_order_effect.py); measure
-# bench/measure_gpu.py's whole-model cases not yet in data/epochs/<GPU>.jsonl; the host's cost per operation;
-# calibrate the GPU predictors to the GPU (prenet calibrate --gpu); collect layer rows for the time left.
-# Everything lands in OUT_DIR (default ./gpu-session-out): logs, the epochs file, the host costs, a tarball of
-# the layer rows. nlohmann-json's headers, if the machine has none, are looked for in ./.carry (include/ and
-# share/cmake/ copied from Debian's nlohmann-json3-dev).
+# bench/measure_gpu.py's whole-model cases not yet in data/epochs/<GPU>.jsonl; the host's cost per operation, and
+# where a host-bound step's host time goes, phase by phase (bench/gpu_step_host_profile.py); calibrate the GPU
+# predictors to the GPU (prenet calibrate --gpu); collect layer rows for the time left. Everything lands in OUT_DIR
+# (default ./gpu-session-out): logs, the epochs file, the host costs, a tarball of the layer rows. nlohmann-json's
+# headers, if the machine has none, are looked for in ./.carry (include/ and share/cmake/ copied from Debian's
+# nlohmann-json3-dev).
 # Usage: bash scripts/gpu_session.sh [MINUTES] [SEED]
 set -uo pipefail
 MINUTES="${1:-9}"
@@ -69,6 +70,11 @@ fi
 if worth 60; then
   say "host cost"
   (cd bench && timeout "$(cap 120)" "$PYTHON" gpu_host_cost.py --out "$OUT_DIR/host_costs.json" > /dev/null 2>&1)
+fi
+if worth 60; then
+  say "where a host-bound step's host time goes (ResNet-18, batch 16: 30% under on the shared H100 set)"
+  (cd bench && timeout "$(cap 120)" "$PYTHON" gpu_step_host_profile.py --out "$OUT_DIR/step_host_profile.md" \
+    2>&1 | sed -n '5,27p')
 fi
 if worth 120; then
   say "GPU calibration (prenet calibrate --gpu), kept in OUT_DIR"

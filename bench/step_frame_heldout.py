@@ -103,7 +103,7 @@ def main(argv=None):
         for label, seconds in predicted.items():
             errors[label].append(abs(seconds - measured) / measured)
         steps = -(-samples // batch)
-        rows.append(f"| {name} | {batch} | {optimizer} | {len(list(model.modules()))} | "
+        rows.append(f"| {name} | {batch} | {optimizer} | {traced.modules} | "
                     f"{1e6 * measured / steps:.0f} | {1e6 * predicted['without'] / steps:.0f} "
                     f"({100 * (predicted['without'] / measured - 1):+.0f}%) | {1e6 * predicted['with'] / steps:.0f} "
                     f"({100 * (predicted['with'] / measured - 1):+.0f}%) |")
@@ -123,7 +123,7 @@ def main(argv=None):
         "frame: the multi-tensor figure and the module call alone). Measured: prenet.measure's median of 3 epochs; "
         "both predictions are of the same measured epochs.", "",
         *summary, "",
-        "| network | batch | optimizer | modules | measured us a step | predicted without the frame | predicted "
+        "| network | batch | optimizer | module calls a step | measured us a step | predicted without the frame | predicted "
         "with it |", "| --- | --- | --- | --- | --- | --- | --- |", *rows, ""])
     write_report(args.out, text)
 

@@ -242,6 +242,9 @@ TEST(Features, ComputationalTimeAndRoofline) {
     // Forward: 56 FLOPs take 5.6e-12 s, 120 bytes take 1.2e-9 s: memory bound.
     EXPECT_DOUBLE_EQ(feature(f, "forward_roofline_ms"), 1e3 * 120 / 1e11);
     EXPECT_DOUBLE_EQ(feature(f, "train_roofline_ms"), 1e3 * (120 + 256) / 1e11);
+    // the bounds learned targets are taken over: each roofline bound plus a kernel's startup
+    EXPECT_DOUBLE_EQ(feature(f, "forward_kernel_bound_ms"), 1e3 * 120 / 1e11 + prenet::kKernelStartupMs);
+    EXPECT_DOUBLE_EQ(feature(f, "train_kernel_bound_ms"), 1e3 * (120 + 256) / 1e11 + prenet::kKernelStartupMs);
     EXPECT_DOUBLE_EQ(feature(f, "gpu_fp32_tflops"), 10);
     EXPECT_DOUBLE_EQ(feature(f, "batch"), 2);
     EXPECT_DOUBLE_EQ(feature(f, "seq_len"), 1);

@@ -13,6 +13,7 @@ const std::vector<std::string> kCommonFeatures = {
     "co", "mem_weights", "mem_input", "mem_output", "ct_ms",
     "params", "param_tensors", "forward_flops", "backward_flops", "forward_bytes", "backward_bytes",
     "forward_roofline_ms", "train_roofline_ms", "forward_kernel_bound_ms", "train_kernel_bound_ms",
+    "backward_kernel_bound_ms",
     "gpu_fp32_tflops", "gpu_memory_bandwidth_gbs", "gpu_boost_clock_mhz", "gpu_cuda_cores",
     "gpu_sm_count", "gpu_memory_gb", "gpu_l2_cache_mb",
 };
@@ -76,7 +77,8 @@ std::vector<double> layer_feature_values(const LayerConfig& config, const GpuSpe
     }
     const LayerCost c = kind.cost(config, bytes_per_element);
     const double forward_roofline = roofline_ms(c.forward_flops, c.forward_bytes, gpu);
-    const double train_roofline = forward_roofline + roofline_ms(c.backward_flops, c.backward_bytes, gpu);
+    const double backward_roofline = roofline_ms(c.backward_flops, c.backward_bytes, gpu);
+    const double train_roofline = forward_roofline + backward_roofline;
     values.insert(values.end(), {
         c.paper_operations, c.memory_weights, c.memory_input, c.memory_output,
         1e3 * c.paper_operations / (gpu.fp32_tflops * 1e12),  // PreNeT eq. 9: CT = CO / GFLOPS(D), in ms
@@ -85,6 +87,7 @@ std::vector<double> layer_feature_values(const LayerConfig& config, const GpuSpe
         train_roofline,
         forward_roofline + kKernelStartupMs,
         train_roofline + kKernelStartupMs,
+        backward_roofline + kKernelStartupMs,
         gpu.fp32_tflops, gpu.memory_bandwidth_gbs, gpu.boost_clock_mhz, static_cast<double>(gpu.cuda_cores),
         static_cast<double>(gpu.sm_count), gpu.memory_gb, gpu.l2_cache_mb,
     });

@@ -245,6 +245,7 @@ TEST(Features, ComputationalTimeAndRoofline) {
     // the bounds learned targets are taken over: each roofline bound plus a kernel's startup
     EXPECT_DOUBLE_EQ(feature(f, "forward_kernel_bound_ms"), 1e3 * 120 / 1e11 + prenet::kKernelStartupMs);
     EXPECT_DOUBLE_EQ(feature(f, "train_kernel_bound_ms"), 1e3 * (120 + 256) / 1e11 + prenet::kKernelStartupMs);
+    EXPECT_DOUBLE_EQ(feature(f, "backward_kernel_bound_ms"), 1e3 * 256 / 1e11 + prenet::kKernelStartupMs);
     EXPECT_DOUBLE_EQ(feature(f, "gpu_fp32_tflops"), 10);
     EXPECT_DOUBLE_EQ(feature(f, "batch"), 2);
     EXPECT_DOUBLE_EQ(feature(f, "seq_len"), 1);

@@ -18,6 +18,7 @@ COMMON_FEATURES = {
     "train_roofline_ms": "forward plus backward roofline bounds, in ms",
     "forward_kernel_bound_ms": "forward_roofline_ms plus a kernel's least time on the device (10 us), in ms",
     "train_kernel_bound_ms": "train_roofline_ms plus the same 10 us, in ms",
+    "backward_kernel_bound_ms": "the backward pass's roofline bound plus the same 10 us, in ms",
     "gpu_fp32_tflops": "peak FP32 rate of the GPU (catalog)",
     "gpu_memory_bandwidth_gbs": "memory bandwidth of the GPU (catalog)",
     "gpu_boost_clock_mhz": "boost clock of the GPU (catalog)",

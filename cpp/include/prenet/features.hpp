@@ -18,9 +18,10 @@ inline constexpr double kFp32Bytes = 4.0;
 // 10.7 us, taken as 10 (tests/test_predictors.py re-derives it). The feature forward_kernel_bound_ms is the forward
 // roofline bound plus this; learned targets are time over it, a ratio that stays near the least latency over the
 // startup for the smallest kernels instead of growing without limit as their roofline bound shrinks to nothing.
-// train_kernel_bound_ms is the training step's (forward and backward) roofline bound plus the same: on the CPU set
-// a layer's least training step is 5-20 us (elementwise kinds 5, those with weights 12-20), and targets over it
-// beat those over the bare bound on validation for most kinds (README, "Per-layer predictors").
+// train_kernel_bound_ms and backward_kernel_bound_ms are the training step's (forward and backward) and the backward
+// pass's roofline bounds plus the same: on the CPU set a layer's least training step is 5-20 us (elementwise kinds
+// 5, those with weights 12-20), and targets over them beat those over the bare bound (the step) and plain log time
+// (the backward pass) on validation for most kinds (README, "Per-layer predictors").
 inline constexpr double kKernelStartupMs = 0.010;
 
 using FeatureVector = std::vector<std::pair<std::string, double>>;

@@ -14,7 +14,8 @@ machine of ours has a GPU. This measures it where one is lent (scripts/gpu_sessi
   backward operators, the update with the step's frame).
 
 Run on a GPU machine:  python bench/gpu_step_host_profile.py [--model resnet18] [--batch 16] [--out FILE.md]
-(without CUDA it runs on the CPU, a dry run of the script: the CPU's phases beside a GPU's predicted host).
+(without CUDA, or with --device cpu, it runs on the CPU, a dry run of the script: the CPU's phases beside a GPU's
+predicted host).
 """
 import argparse
 import statistics
@@ -88,9 +89,10 @@ def main():
     parser.add_argument("--profiled-steps", type=int, default=5)
     parser.add_argument("--top", type=int, default=30, help="events listed")
     parser.add_argument("--out", type=Path, default=Path("gpu_step_host_profile.md"))
+    parser.add_argument("--device", help="cuda or cpu (default: cuda where available)")
     args = parser.parse_args()
 
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "H100"
     model = getattr(torchvision.models, args.model)().to(device).train()
     optimizer = make_optimizer("sgd", [p for p in model.parameters() if p.requires_grad])
@@ -107,7 +109,7 @@ def main():
                                                                    "cudaLaunchKernelExC"))
     predicted, estimate = predicted_host(getattr(torchvision.models, args.model)(), args.batch, gpu)
 
-    device_name = gpu if device.type == "cuda" else "the CPU (a dry run: no CUDA here)"
+    device_name = gpu if device.type == "cuda" else "the CPU (a dry run of the script)"
     lines = [f"# The host's time in a training step: {args.model} at batch {args.batch} on {device_name}", "",
              f"`python bench/gpu_step_host_profile.py --model {args.model} --batch {args.batch}` "
              f"({time.strftime('%Y-%m-%d')}; torch {torch.__version__}, host CPU "

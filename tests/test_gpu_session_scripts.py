@@ -1,5 +1,6 @@
 """The scripts a session lent a GPU runs (scripts/gpu_session.sh) run here too, on the CPU, as a dry run: a crash
 found on the GPU machine costs minutes of a budget of fifteen."""
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,15 +11,15 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 def test_the_step_host_profile_runs_without_a_gpu_and_reports_phases_beside_the_prediction(tmp_path):
     out = tmp_path / "profile.md"
     done = subprocess.run([sys.executable, str(BENCH / "gpu_step_host_profile.py"), "--batch", "2", "--steps", "2",
-                           "--profiled-steps", "1", "--top", "5", "--out", str(out)], capture_output=True, text=True,
-                          timeout=600, cwd=tmp_path)
+                           "--profiled-steps", "1", "--top", "5", "--out", str(out), "--device", "cpu"],
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     report = out.read_text()
-    assert "resnet18 at batch 2 on the CPU (a dry run: no CUDA here)" in report
+    assert "resnet18 at batch 2 on the CPU (a dry run of the script)" in report
     for phase in ("zero_grad", "forward", "loss", "backward", "optimizer step", "all five"):
         assert f"| {phase} | " in report
     for part in ("forward (and loss) operators", "backward operators", "update and the step's frame"):
         assert f"| {part} | " in report
-    assert "Predicted operators: 114 forward, 143 backward." in report
+    assert re.search(r"Predicted operators: \d+ forward, \d+ backward\. Kernel launches profiled: \d+ a step\.", report)
     events = [line for line in report.splitlines() if line.startswith("| aten::")]
     assert events and len(report.split("| event |")[1].splitlines()) == 2 + 5

@@ -491,6 +491,7 @@ def trace_batches(model, make_inputs, sizes, autocast=False, attribute=True, pro
                          "build it on the CPU")
     bar = progress_bar(len(TRACE_BATCHES), f"tracing {type(model).__name__}'s step for real on the CPU", progress,
                        unit="step", delay=REAL_TRACE_BAR_DELAY_S)
+
     def retrace_inputs(b):  # at_batch traces at the batch itself: one step more for the bar
         bar.total += 1
         return real_inputs(b)

@@ -123,8 +123,8 @@ def main(argv=None):
         "frame: the multi-tensor figure and the module call alone). Measured: prenet.measure's median of 3 epochs; "
         "both predictions are of the same measured epochs.", "",
         *summary, "",
-        "| network | batch | optimizer | module calls a step | measured us a step | predicted without the frame | predicted "
-        "with it |", "| --- | --- | --- | --- | --- | --- | --- |", *rows, ""])
+        "| network | batch | optimizer | module calls a step | measured us a step | predicted without the frame | "
+        "predicted with it |", "| --- | --- | --- | --- | --- | --- | --- |", *rows, ""])
     write_report(args.out, text)
 
 

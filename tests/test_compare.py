@@ -71,7 +71,8 @@ def test_catalog_prices_name_catalog_gpus_with_source_and_date():
 def test_command_line_compares(run_prenet, tmp_path):
     plot = tmp_path / "compare.png"
     done = run_prenet("compare", "torchvision:resnet18", "--gpus", "H100,T4", "--batch", "4", "--input-shape",
-                      "3,32,32", "--dataset-size", "8", "--price", "T4=0.4", "--plot", str(plot), "--json", "--no-progress")
+                      "3,32,32", "--dataset-size", "8", "--price", "T4=0.4", "--plot", str(plot), "--json",
+                      "--no-progress")
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)
     assert [r["gpu"] for r in rows] == sorted([r["gpu"] for r in rows], key=lambda g: [r["epoch_seconds"] for r

@@ -62,14 +62,27 @@ def cpu_model():
 
 def measure():
     """Per-call host costs in microseconds on this machine (one thread; the caller's thread count restored)."""
+    return on_one_thread(_measure)
+
+
+def on_one_thread(work):
+    """What `work()` returns, run with PyTorch on one thread (the caller's thread count restored after)."""
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _measure()
+        return work()
     finally:
         torch.set_num_threads(threads)
+
+
+def environment():
+    """Where host costs are measured: this machine's CPU, torch and Python, one thread, today's date."""
+    import torch
+
+    return {"host_cpu": cpu_model(), "torch": torch.__version__, "python": platform.python_version(), "threads": 1,
+            "date": time.strftime("%Y-%m-%d")}
 
 
 def _measure():
@@ -148,8 +161,7 @@ def _measure():
         "optimizer_tensor_us": per_tensor,
         "optimizer_element_ns": {name: {str(n): element_ns(name, n) for n in UPDATE_SIZES} for name in OPTIMIZERS},
         "first_touch_us_per_page": first_touch_us_per_page(),
-        "environment": {"host_cpu": cpu_model(), "torch": torch.__version__,
-                        "python": platform.python_version(), "threads": 1, "date": time.strftime("%Y-%m-%d")},
+        "environment": environment(),
     }
     costs["step_frame"] = step_frame.measure(tuple(OPTIMIZERS), costs)
     return costs

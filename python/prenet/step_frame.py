@@ -114,9 +114,6 @@ def write_into(path):
     """Measures the frame on this machine on top of the host costs in `path` (a prenet.host_cost file; a frame it
     holds is replaced) and writes it there, with this machine's environment; returns the frame."""
     import json
-    import platform
-
-    import torch
 
     from . import host_cost
     from .estimate import OPTIMIZERS
@@ -124,14 +121,8 @@ def write_into(path):
     costs = json.loads(Path(path).read_text())
     frameless = {key: value for key, value in host_cost.checked(costs, f"host cost file {path}").items()
                  if key != "step_frame"}
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        frame = measure(tuple(OPTIMIZERS), frameless)
-    finally:
-        torch.set_num_threads(threads)
-    frame["environment"] = {"host_cpu": host_cost.cpu_model(), "torch": torch.__version__,
-                            "python": platform.python_version(), "threads": 1, "date": time.strftime("%Y-%m-%d")}
+    frame = host_cost.on_one_thread(lambda: measure(tuple(OPTIMIZERS), frameless))
+    frame["environment"] = host_cost.environment()
     Path(path).write_text(json.dumps(dict(costs, step_frame=frame), indent=1) + "\n")
     return frame
 

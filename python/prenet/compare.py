@@ -9,7 +9,9 @@ from pathlib import Path
 from .catalog import find_gpu, gpus as catalog_frame
 from .collector_paused import collector_paused
 from .estimate import _check, estimate_traced, trace_steps
+from .lazy_modules import initialized
 from .memory import GIB, training_memory
+from .model_inputs import input_maker
 from .predictors import UnsupportedPrecision, resolve, served_as
 
 PACKAGED_PRICES = Path(__file__).resolve().parent / "data" / "gpu_prices.csv"
@@ -88,6 +90,7 @@ def compare(model, batch=32, gpus="all", price_per_hour=None, input_shape=None, 
     for name, price in (price_per_hour or {}).items():
         check_price(f"price_per_hour[{name!r}]", price)
         prices[find_gpu(name)["name"]] = {"usd_per_hour": float(price), "source": "given", "date": ""}
+    model = initialized(model, input_maker(model, input_shape, example_input))  # once for the trace and the memory
     traced = trace_steps(model, batch, dataset_size, input_shape, example_input, precision, progress)
     memory = training_memory(model, batch, input_shape, example_input, dataset_size, optimizer, precision)
     rows, unsupported = [], {}

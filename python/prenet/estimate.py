@@ -14,7 +14,8 @@ import numbers
 import warnings
 from dataclasses import dataclass, field
 
-from . import gpu_calibration, host_calibration, host_cost, launch_gap, launch_queue, op_costs, op_trace, uncertainty
+from . import (gpu_calibration, host_calibration, host_cost, launch_gap, launch_queue, lazy_modules, op_costs, op_trace,
+               uncertainty)
 from ._native import core
 from .catalog import device_catalog, host_catalog, unmeasured_host_warning
 from .collector_paused import collector_paused
@@ -509,6 +510,7 @@ def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None
     """The Traced steps of an epoch of `model`; under a mixed precision, forward and loss are traced with CUDA
     autocast's casts (prenet.autocast_policy); `progress`: a bar over a real trace (op_trace.trace_batches)."""
     make_inputs = input_maker(model, input_shape, example_input)
+    model = lazy_modules.initialized(model, make_inputs)  # lazy modules not yet run: a copy, with its shapes
     sizes = epoch_batches(batch, dataset_size)
     autocast = precision in MIXED_PRECISIONS
     with in_mode(model, True):  # a training step, as the model's own train() sets it up

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from . import host_memory
 from .estimate import _check, epoch_batches, epoch_steps_text
 from .host_cost import cpu_model
+from .lazy_modules import initialized
 from .model_inputs import call, input_maker, map_batch, map_tensors
 from .model_state import model_kept
 from .op_trace import training_loss
@@ -144,6 +145,7 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
     cuda_devices = ([device.index if device.index is not None else torch.cuda.current_device()]
                     if device.type == "cuda" else [])
     sizes = epoch_batches(batch, dataset_size)
+    model = initialized(model, input_maker(model, input_shape, example_input))  # lazy modules: a copy, shaped
     if keep_memory:
         host_memory.keep_freed_memory()
     with model_kept(model, cuda_devices):

@@ -14,6 +14,7 @@ fragmentation, and the CUDA context.
 """
 from dataclasses import dataclass
 
+from .lazy_modules import initialized
 from .model_inputs import call, input_maker, tensors
 
 # Optimizer state per trainable element, in the parameter's type: momentum (SGD), exp_avg and exp_avg_sq (Adam),
@@ -96,6 +97,7 @@ def training_memory(model, batch=32, input_shape=None, example_input=None, datas
 
     batch, dataset_size, optimizer = _check(model, batch, dataset_size, optimizer)
     make_inputs = input_maker(model, input_shape, example_input)
+    model = initialized(model, make_inputs)  # lazy modules not yet run: a copy, with its shapes
     autocast = precision in MIXED_PRECISIONS
     with in_mode(model, True):
         try:

@@ -12,6 +12,7 @@ import math
 from .catalog import find_gpu
 from .fused_recurrent import arguments_of, configuration
 from .layers import layer_features
+from .lazy_modules import initialized
 from .model_inputs import call, input_maker, map_tensors, rejected
 from .model_state import in_mode
 
@@ -168,6 +169,7 @@ def model_features(model, batch=32, gpu="V100", input_shape=None, example_input=
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
         raise ValueError(f"batch must be an integer >= 1, got {batch!r}")
     find_gpu(gpu)
+    model = initialized(model, input_maker(model, input_shape, example_input))  # lazy modules: a copy, shaped
     sample = _example_input(model, input_shape, example_input)
     mappers = _mappers()
     calls, started = [], []

@@ -500,7 +500,7 @@ class Traced:
             again = self.retrace(size)
             if [(op.name, op.inputs) for op in again] != [(op.name, op.inputs) for op in self.ops_by_size[size]]:
                 raise ValueError("the model no longer runs the operators it was traced with (changed since "
-                                 "predict?): predict again for its per-module tables")
+                                 "predict, or compiling itself as it runs?): predict again for its per-module tables")
             self._attributed[size] = again
         return self._attributed[size]
 

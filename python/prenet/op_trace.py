@@ -399,8 +399,25 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
 
 def trace_meta(model, make_inputs, size, autocast=False, attribute=True):
     """The ops of a training step of `size` samples on meta tensors (trace_once with meta); `make_inputs(b,
-    device)` builds inputs of b samples on a device."""
-    return trace_once(model, make_inputs(size, "meta"), autocast, meta=True, attribute=attribute)
+    device)` builds inputs of b samples on a device. A model with TorchScript modules runs its graphs' first calls
+    as written, profiling them, and later ones optimized (autodiff's own backward operators): its step is traced
+    until it runs the operators of the step before (at most SCRIPTED_WARMUP_STEPS more), as training runs past its
+    first steps."""
+    import torch
+
+    traced = trace_once(model, make_inputs(size, "meta"), autocast, meta=True, attribute=attribute)
+    if any(isinstance(module, torch.jit.ScriptModule) for module in model.modules()):
+        for _ in range(SCRIPTED_WARMUP_STEPS):
+            again = trace_once(model, make_inputs(size, "meta"), autocast, meta=True, attribute=attribute)
+            if [op.name for op in again] == [op.name for op in traced]:
+                break
+            traced = again
+    return traced
+
+
+# Steps a TorchScript model is traced again at most, until its operators repeat (torch's profiling executor
+# optimizes a graph after one profiled run by default: torch._C._jit_set_num_profiled_runs)
+SCRIPTED_WARMUP_STEPS = 4
 
 
 def _scale(small, large, batch):

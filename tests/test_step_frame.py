@@ -125,7 +125,8 @@ def test_a_gpu_steps_host_gets_the_frames_fixed_cost_and_nothing_else_of_it(opti
 
 def test_the_frame_is_written_into_a_host_cost_file_with_this_machines_environment(tmp_path):
     """`python -m prenet.step_frame FILE` (write_into): the file keeps its other costs and gains a whole frame, with
-    the machine it was measured on; a file without the host costs is refused, naming it, and left as it was."""
+    the machine it was measured on; a file without the host costs, not JSON or missing is refused, naming it, and
+    left as it was."""
     import json
 
     costs = {k: v for k, v in host_cost.load().items() if k != "step_frame"}
@@ -140,3 +141,9 @@ def test_the_frame_is_written_into_a_host_cost_file_with_this_machines_environme
     with pytest.raises(ValueError, match=rf"host cost file {lacking} lacks module_call_us"):
         step_frame.write_into(lacking)
     assert json.loads(lacking.read_text()) == {"op_us": 1.0}
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"op_us": 1.0,')
+    with pytest.raises(ValueError, match=rf"host cost file {broken} is not JSON .*python -m prenet.host_cost"):
+        step_frame.write_into(broken)
+    with pytest.raises(FileNotFoundError, match=r"host cost file .*missing.json is missing"):
+        step_frame.write_into(tmp_path / "missing.json")

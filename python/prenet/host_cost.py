@@ -196,15 +196,22 @@ def load(path=None, gpu=False):
     `gpu` those a GPU step's host is given; a bench/gpu_host_cost.py file gives its "cpu" part. A file without the
     costs' keys raises ValueError naming them."""
     path = Path(path or os.environ.get("PRENET_HOST_COSTS") or (PACKAGED_GPU_HOST_COSTS if gpu else PACKAGED_COSTS))
+    costs = read(path)
+    costs = costs.get("cpu", costs) if isinstance(costs, dict) else costs
+    return checked(costs, f"host cost file {path}")
+
+
+def read(path):
+    """What the host cost file `path` holds, unchecked; FileNotFoundError or ValueError (not JSON) naming it and
+    how to measure it again."""
+    path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"host cost file {path} is missing; measure it with `python -m prenet.host_cost`")
     try:
-        costs = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ValueError(f"host cost file {path} is not JSON ({error}); measure it with `python -m "
                          "prenet.host_cost`") from None
-    costs = costs.get("cpu", costs) if isinstance(costs, dict) else costs
-    return checked(costs, f"host cost file {path}")
 
 
 def checked(costs, where):

@@ -118,7 +118,7 @@ def write_into(path):
     from . import host_cost
     from .estimate import OPTIMIZERS
 
-    costs = json.loads(Path(path).read_text())
+    costs = host_cost.read(path)
     frameless = {key: value for key, value in host_cost.checked(costs, f"host cost file {path}").items()
                  if key != "step_frame"}
     frame = host_cost.on_one_thread(lambda: measure(tuple(OPTIMIZERS), frameless))

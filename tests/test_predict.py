@@ -319,6 +319,22 @@ def test_a_rejected_input_names_the_shapes_the_model_was_given():
         prenet.predict(FunctionalBlock(dim=16), batch=4, gpu="T4", example_input={"features": torch.randn(2, 5, 8)})
 
 
+def test_a_batch_of_one_that_training_refuses_is_refused_also_as_an_epochs_last_batch():
+    """Batch normalization in training refuses one value per channel. Such a model falls back from the meta device
+    to a real trace at two larger batches, which run: a batch of one is traced itself, so the refusal is PyTorch's,
+    with the module named, where the batch asked for is 1 and where an epoch's remainder is."""
+    model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8))
+    with pytest.raises(ValueError, match=r"failed in module '1', given \(1, 8\)\): Expected more than 1 value per "
+                                         r"channel when training, got input size torch.Size\(\[1, 8\]\)$"):
+        prenet.predict(model, batch=1, gpu="V100", input_shape=(8,), dataset_size=10)
+    with pytest.raises(ValueError, match=r"Expected more than 1 value per channel.*\(at 1 sample: the epoch's last "
+                                         r"batch"):
+        prenet.predict(model, batch=4, gpu="V100", input_shape=(8,), dataset_size=9)
+    assert prenet.predict(model, batch=4, gpu="V100", input_shape=(8,), dataset_size=10).step_seconds > 0
+    recurrent = nn.LSTM(8, 8, batch_first=True)  # traced for real at any batch: a batch of one is traced itself
+    assert prenet.predict(recurrent, batch=1, gpu="V100", input_shape=(5, 8), dataset_size=4).traced == "cpu"
+
+
 def test_a_token_model_given_a_shape_is_told_to_give_token_ids():
     """input_shape makes floating-point inputs; an embedding refuses them (the trace checks: torch 2's meta kernels
     would take them) and says how to give token ids, and a model that fails elsewhere gets no such advice."""

@@ -240,6 +240,18 @@ def _recorder(meta=False, direct=None):
     return Recorder()
 
 
+def _traced_alone(model, make_inputs, size, autocast, partial):
+    """The ops of a step of `size` samples, traced for real on the CPU; a ValueError (the model rejected the input)
+    says, where the epoch has other batches (`partial`), that this is its last one."""
+    try:
+        return trace_once(model, make_inputs(size), autocast)
+    except ValueError as error:
+        if not partial:
+            raise
+        raise ValueError(f"{error} (at {size} sample{'s' if size > 1 else ''}: the epoch's last batch, the rest of "
+                         "dataset_size over batch; a dataset_size that leaves another rest avoids it)") from error
+
+
 class _BackwardOwners:
     """Which module each backward operator belongs to. The autograd engine runs a step's nodes in the reverse of
     the order the forward pass made them (on one device it takes the ready node made last), so the module whose
@@ -519,7 +531,10 @@ def trace_batches(model, make_inputs, sizes, autocast=False, attribute=True, pro
             traces, ops = trace_small(model, real_inputs, autocast, done=bar.update), {}
             for size in sizes:
                 steps = bar.total
-                ops[size] = at_batch(traces, size, model, retrace_inputs, autocast)
+                # below the traced batches a step is traced itself (a batch of one is cheap, and some layers refuse
+                # it: batch normalization in training over one value per channel)
+                ops[size] = (_traced_alone(model, retrace_inputs, size, autocast, len(sizes) > 1)
+                             if size < TRACE_BATCHES[0] else at_batch(traces, size, model, retrace_inputs, autocast))
                 bar.update(bar.total - steps)
             return ops, "cpu", why
     finally:

@@ -65,7 +65,12 @@ double matrix_tflops(const LayerKind& kind, const GpuSpec& gpu, Precision precis
 }
 
 bool on_tensor_cores(const LayerKind& kind, const GpuSpec& gpu, Precision precision) {
-    return matrix_tflops(kind, gpu, precision) > gpu.fp32_tflops;
+    if (kind.tensor_cores == TensorCores::none || precision == Precision::fp32_strict) return false;
+    precision = precision_within(kind, precision);
+    if (precision == Precision::fp32) return false;
+    if (precision == Precision::tf32) return gpu.tf32_tflops.has_value();
+    matrix_tflops(kind, gpu, precision);  // a 2-byte type the GPU lacks is refused by name
+    return true;
 }
 
 double tensor_core_factor(const LayerConfig& config, const GpuSpec& gpu, Precision precision) {

@@ -389,6 +389,12 @@ TEST_F(EstimatorTest, CudnnConvolutionsRunOnTf32TensorCoresByDefaultWhereThatIsF
     EXPECT_TRUE(prenet::on_tensor_cores(big.kind(), ampere, Precision::fp32));
     EXPECT_FALSE(prenet::on_tensor_cores(big.kind(), ampere, Precision::fp32_strict));
     EXPECT_FALSE(prenet::on_tensor_cores(big.kind(), gpu_, Precision::fp32));
+    // A TF32 rate no faster than the CUDA cores' (GeForce Ampere and Ada, the L40) still lets cuDNN pick a
+    // tensor-core kernel: the choice is made (here for the CUDA-core kernel, the implicit GEMM being slower)
+    const prenet::GpuSpec ada = gpu_with(&prenet::GpuSpec::tf32_tflops, 10);
+    EXPECT_TRUE(prenet::on_tensor_cores(big.kind(), ada, Precision::fp32));
+    EXPECT_EQ(prenet::tensor_core_factor(big, ada, Precision::fp32), 1.0);
+    EXPECT_DOUBLE_EQ(prenet::estimate_layer_times(bundle, {big}, ada, "sgd")[0].forward_ms, fp32[0].forward_ms);
     EXPECT_EQ(fp32[0].forward_basis, prenet::TimeBasis::roofline);
     const auto strict = prenet::estimate_layer_times(bundle, {big, depthwise}, ampere, "sgd", Precision::fp32_strict);
     EXPECT_DOUBLE_EQ(strict[0].forward_ms, fp32[0].forward_ms);

@@ -274,11 +274,12 @@ GRAD_SCALER_KERNELS = (5, 1)
 MULTI_TENSOR_LIMITS = (110, 320 * 65536)
 
 
-def _grad_scaler(parameters, native, catalog, device, issue_us, gap_in_kernels):
+def _grad_scaler(parameters, native, catalog, device, issue_us, update_gap):
     """((host us, device ms) before the host waits, (host us, device ms) after it) of a GradScaler's work in one
-    step with the trainable tensors of sizes `parameters` (GRAD_SCALER_KERNELS)."""
+    step with the trainable tensors of sizes `parameters` (GRAD_SCALER_KERNELS); `update_gap`: as _step's, the
+    gap a bundle learned in its add kernels."""
     before, after = GRAD_SCALER_KERNELS
-    gaps = {"add": 1e-3 * issue_us(None)} if gap_in_kernels else {}
+    gaps = update_gap
     elements = float(sum(parameters))
     # the unscale's traffic as add-shaped work (an add moves 3 elements per element, the unscale 2 per gradient)
     configs = [{"batch": 1, "features": 1}, {"batch": 1, "features": max(1, round(2 * elements / 3))}]
@@ -314,12 +315,12 @@ class _StepCost:
 def _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, costs, gaps, gap_in_kernels,
           with_spread=False):
     """The _StepCost of the training step of `size` samples of `traced`. On a GPU each op's host cost is its dispatch
-    (measured here), a kernel issue per library call it makes (its kind's launch gap on `device`, prenet.launch_gap,
-    which includes dispatch; the machine's for ops costed by traffic), and an autograd node in the backward pass;
-    module calls are spread over the forward ops; the protocol's frame around them (prenet.step_frame) where the host
-    costs hold one: on a GPU its fixed cost, on the CPU also each module call's Python. `gap_in_kernels`: the
-    bundle's predictions hold each kind's gap (learned from latencies), to be taken off each kernel; `with_spread`:
-    also each op's CUDA-core time over its estimate (_device_times)."""
+    (measured here), a kernel issue per library call it makes (its kind's typical launch gap, whatever the GPU,
+    prenet.launch_gap.issue_us, which includes dispatch; the machine's for ops costed by traffic), and an autograd
+    node in the backward pass; module calls are spread over the forward ops; the protocol's frame around them
+    (prenet.step_frame) where the host costs hold one: on a GPU its fixed cost, on the CPU also each module call's
+    Python. `gap_in_kernels`: the bundle's predictions hold each kind's gap (learned from latencies), to be taken
+    off each kernel; `with_spread`: also each op's CUDA-core time over its estimate (_device_times)."""
     import numpy as np
 
     def runs_here(ops):  # a recurrent layer or cell as this device runs it (Op.runs_on, prenet.fused_recurrent):
@@ -327,7 +328,7 @@ def _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, c
         return [op for op in ops if op.runs_on in ("", "cuda" if on_gpu else "cpu")]
 
     ops = runs_here(traced.ops_by_size[size])
-    issue_us = functools.lru_cache(None)(lambda kind: launch_gap.gap_us(device, gaps, kind) if on_gpu else 0.0)
+    issue_us = functools.lru_cache(None)(lambda kind: launch_gap.issue_us(kind, gaps) if on_gpu else 0.0)
     gaps_ms = launch_gap.kind_gaps_ms(device, gaps) if gap_in_kernels else {}
     works, ms, basis, spread = _device_times(ops, native, catalog, device, OPTIMIZERS[optimizer], precision, gaps_ms,
                                              with_cuda_core=with_spread)
@@ -335,7 +336,8 @@ def _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, c
     # PyTorch's optimizers default to their multi-tensor (foreach) path when every parameter is on a CUDA device:
     # each of the update's kernels then covers all tensors at once; on the CPU they loop over tensors.
     groups = [float(sum(parameters))] if on_gpu and parameters else [float(n) for n in parameters]
-    update_gap = {"add": 1e-3 * issue_us(None)} if gap_in_kernels else {}  # the update's kernels: the machine's
+    # the update's kernels, as add kernels of a bundle that learned latencies: their measuring host's gap taken off
+    update_gap = {"add": 1e-3 * launch_gap.gap_us(device, gaps)} if gap_in_kernels else {}
     element_ns = None if on_gpu else host_cost.update_element_ns(costs, optimizer, sum(parameters))
     if element_ns is not None:  # the CPU's update, timed per element on its host (prenet.host_cost)
         update_ms = 1e-6 * element_ns * float(sum(parameters))
@@ -382,7 +384,7 @@ def _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, c
     waits_after = None
     if on_gpu and precision == "fp16":  # the GradScaler's work around the update, the host waiting before it
         (pre_host, pre_ms), (post_host, post_ms) = _grad_scaler(parameters, native, catalog, device, issue_us,
-                                                                gap_in_kernels)
+                                                                update_gap)
         host, device_ms = host_us + [pre_host, update_host_us, post_host], ms + [pre_ms, update_ms, post_ms]
         waits_after = len(ops) + 1
     kinds += ["add"] * (len(device_ms) - len(kinds))

@@ -160,6 +160,15 @@ def gap_us(gpu, gaps=None, kind=None):
     return gaps["gap_us"].get(gpu, gaps["typical_gap_us"])
 
 
+def issue_us(kind=None, gaps=None):
+    """What issuing one kernel of `kind` (None: the machine's least, as a streaming kernel) costs the host of a
+    training step on any GPU: the typical gap over the measured hosts (gap_us of a GPU none measured). A measured
+    GPU's own gap is its NeuSight host's, a property of that machine's CPU and software, not of the GPU: taking it
+    for the step's host would rank GPUs on a host-bound step by the machines that measured them (ResNet-50 at batch
+    8: the A100 80GB PCIe 8% faster than an H100, by its host's cheaper convolution issue)."""
+    return gap_us(None, gaps, kind)
+
+
 def kind_gaps_ms(gpu, gaps=None):
     """{layer kind: its gap_us on `gpu`, in milliseconds} for every kind of the native table: what a bundle fitted
     on latencies holds in each kernel it predicts, to be taken off for device time."""

@@ -33,7 +33,9 @@ Precision precision_within(const LayerKind& kind, Precision precision);
 // has no rate for a 2-byte type on this GPU (the GPU does not support it).
 double matrix_tflops(const LayerKind& kind, const GpuSpec& gpu, Precision precision);
 
-// Whether a kind's kernels run on tensor cores under `precision`: its matrix rate there exceeds the CUDA cores'.
+// Whether `precision` lets a kind's kernels run on tensor cores of `gpu`: the type is one they take (TF32, where the
+// kind's library allows it, bf16, fp16) and the GPU has a rate for it, even one no faster than its CUDA cores' (TF32
+// on GeForce Ampere and Ada, the L40), where the library still picks among both kinds of kernel.
 bool on_tensor_cores(const LayerKind& kind, const GpuSpec& gpu, Precision precision);
 
 // Time of a tensor-core kind under `precision` over its fp32 time: the roofline bound with the precision's rate and

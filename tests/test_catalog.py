@@ -105,3 +105,18 @@ def test_a_host_is_known_by_its_cpuid_model_not_only_its_name(monkeypatch, tmp_p
     assert host_calibration.calibration_path() != measured_file
     cpuinfo("processor\t: 0", "model name\t: Some Board CPU")  # no CPUID family: the name alone
     assert host_cost.cpu_model() == "Some Board CPU"
+
+
+def test_a_gpu_outclasses_another_of_its_vendor_only_when_as_good_in_every_figure_and_better_in_one():
+    from prenet.catalog import outclasses
+
+    gpu = {row["name"]: row for _, row in prenet.gpus().iterrows()}
+    h100, a100, v100, t4 = (gpu[prenet.find_gpu(name)["name"]] for name in ("H100", "A100", "V100", "T4"))
+    assert outclasses(h100, a100) and outclasses(h100, a100, "bf16") and not outclasses(a100, h100)
+    assert outclasses(v100, t4)  # no TF32 on either: their FP32 rates stand in for it
+    assert outclasses(a100, v100, "bf16") and not outclasses(v100, a100, "bf16")  # the V100 has no bf16 rate
+    assert not outclasses(h100, h100)  # better in none
+    l40, a40 = gpu["NVIDIA L40"], gpu["NVIDIA A40"]
+    assert l40["tf32_tflops"] == l40["fp32_tflops"] and outclasses(l40, a40)  # a TF32 rate no faster than FP32
+    mi300x = gpu["AMD Instinct MI300X"]
+    assert not outclasses(mi300x, t4)  # another vendor

@@ -78,3 +78,26 @@ def gpus():
     frame = pd.DataFrame(native_catalog().rows())
     frame["aliases"] = frame["aliases"].map("; ".join)
     return frame
+
+
+# The catalog's figures a GPU must match or beat in every one to outclass another in a precision (outclasses).
+OUTCLASS_FIGURES = ("fp32_tflops", "memory_bandwidth_gbs", "sm_count", "l2_cache_mb")
+
+
+def outclasses(faster, slower, precision="fp32"):
+    """Whether the catalog row `faster` (a mapping or a row of gpus()) outclasses `slower` in `precision`: the same
+    vendor, at least as good in every one of OUTCLASS_FIGURES and in the precision's matrix rate (bf16's or fp16's,
+    else TF32's, a GPU without TF32 counting its FP32 rate), and better in one. Such a GPU should never be estimated
+    slower; bench/gpu_ranking.py counts where it is."""
+    rate = {"bf16": "bf16_tflops", "fp16": "fp16_tflops"}.get(precision, "tf32_tflops")
+
+    def figure(gpu, name):
+        value = gpu[name]
+        if value is None or value != value:  # missing (NaN): no TF32 rate runs fp32 on CUDA cores
+            return gpu["fp32_tflops"] if name == "tf32_tflops" else float("-inf")
+        return value
+
+    names = OUTCLASS_FIGURES + (rate,)
+    return (faster["vendor"] == slower["vendor"]
+            and all(figure(faster, name) >= figure(slower, name) for name in names)
+            and any(figure(faster, name) > figure(slower, name) for name in names))

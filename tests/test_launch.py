@@ -53,6 +53,27 @@ def test_a_step_that_waits_for_the_device_stops_the_host_running_ahead():
     assert launch_queue.epoch_ms(parts * 2) == pytest.approx(max(host, end))
 
 
+def test_repeated_steps_run_as_they_would_one_by_one_and_an_epoch_of_any_length_is_costed_at_once():
+    """launch_queue.run_repeated (max-plus powers) against run over every step, on random steps with and without a
+    wait, from random starts; and predict over an epoch of 10^12 samples at batch 1, costed without a list of its
+    steps, n times a steady step long."""
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        waits = rng.random() < 0.5
+        parts = [launch_queue.summarize(rng.exponential(1, k), rng.exponential(1, k) * rng.choice([0.1, 1, 10]),
+                                        waits=waits and not i) for i, k in enumerate(rng.integers(1, 6, 1 + waits))]
+        last = [launch_queue.summarize(rng.exponential(1, 3), rng.exponential(5, 3))]
+        count, start = int(rng.integers(1, 40)), tuple(rng.exponential(3, 2))
+        assert launch_queue.run_repeated([(parts, count), (last, 1)], *start) == pytest.approx(
+            launch_queue.run(parts * count + last, *start), rel=1e-12)
+    model = nn.Linear(8, 2)
+    per_step = prenet.predict(model, batch=1, gpu="V100", input_shape=(8,), dataset_size=4096)
+    # a list of its 10^12 steps before: a MemoryError (10^8 took minutes)
+    huge = prenet.predict(model, batch=1, gpu="V100", input_shape=(8,), dataset_size=10 ** 12)
+    assert huge.iterations == 10 ** 12
+    assert huge.epoch_seconds == pytest.approx(10 ** 12 * per_step.step_seconds, rel=1e-3)
+
+
 def test_fp16_steps_pay_the_grad_scalers_pass_and_its_wait():
     """The protocol trains fp16 with a GradScaler: its unscaling pass over the gradients, and the host's wait for
     the overflow flag before the update, which stops it running ahead into the next step."""

@@ -133,17 +133,25 @@ class Estimate:
 def epoch_steps_text(batch, dataset_size):
     """An epoch's steps in words: "32 steps of batch 32, 1024 samples", "1 step of 10 samples (all, fewer than
     the batch of 64)"."""
-    sizes = epoch_batches(batch, dataset_size)
+    runs = epoch_runs(batch, dataset_size)
     if dataset_size < batch:
         return f"1 step of {dataset_size} samples (all, fewer than the batch of {batch})"
-    steps = f"{len(sizes)} step{'s' if len(sizes) > 1 else ''}"
-    return f"{steps} of batch {batch}, {dataset_size} samples" + (f", the last of {sizes[-1]}" if sizes[-1] < batch
-                                                                   else "")
+    count = sum(n for _, n in runs)
+    last = runs[-1][0]
+    return f"{count} step{'s' if count > 1 else ''} of batch {batch}, {dataset_size} samples" + (
+        f", the last of {last}" if last < batch else "")
+
+
+def epoch_runs(batch, dataset_size):
+    """An epoch's batch sizes in order, as runs of (size, how many steps in a row): ceil(dataset_size / batch)
+    steps, the last one at the remainder."""
+    full, rest = divmod(dataset_size, batch)
+    return ([(batch, full)] if full else []) + ([(rest, 1)] if rest else [])
 
 
 def epoch_batches(batch, dataset_size):
-    """The batch sizes of an epoch in order: ceil(dataset_size / batch) steps, the last one at the remainder."""
-    return [batch] * (dataset_size // batch) + ([dataset_size % batch] if dataset_size % batch else [])
+    """The batch size of each step of an epoch, in order (epoch_runs spelled out)."""
+    return [size for size, count in epoch_runs(batch, dataset_size) for _ in range(count)]
 
 
 def optimizer_name(optimizer):
@@ -393,10 +401,10 @@ def _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, c
                      rows=rows, spread=spread, waits_after=waits_after)
 
 
-def _epoch_ms(steps, on_gpu, scale=None, host_scale=1.0):
-    """Milliseconds of the steps run in order: on a GPU through the launch queue (prenet.launch_queue), on the CPU
-    one after another. `scale(step)`: per-op factors on device times, `host_scale` a factor on host times (the
-    interval's bounds); each distinct step is costed once."""
+def _epoch_ms(runs, on_gpu, scale=None, host_scale=1.0):
+    """Milliseconds of the steps run in order, given as runs of (step, how many times in a row): on a GPU through
+    the launch queue (prenet.launch_queue), on the CPU one after another. `scale(step)`: per-op factors on device
+    times, `host_scale` a factor on host times (the interval's bounds); each distinct step is costed once."""
     summaries = {}
 
     def summary(step):
@@ -412,8 +420,8 @@ def _epoch_ms(steps, on_gpu, scale=None, host_scale=1.0):
         return summaries[id(step)]
 
     if on_gpu:
-        return launch_queue.epoch_ms([part for step in steps for part in summary(step)])
-    return sum(summary(step) for step in steps)
+        return launch_queue.epoch_ms_repeated([(summary(step), count) for step, count in runs])
+    return sum(summary(step) * count for step, count in runs)
 
 
 def _layers_table(rows, catalog, device, step_ms):
@@ -478,14 +486,15 @@ def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, d
 @dataclass
 class Traced:
     """What predict costs on a device, found once (prenet.compare reuses it for every GPU): the operators of a
-    step at each batch size an epoch uses (`ops_by_size`), the epoch's batch sizes, how it was traced ("meta" or
+    step at each batch size an epoch uses (`ops_by_size`), the epoch's batch sizes (`runs`: epoch_runs), how it
+    was traced ("meta" or
     "cpu", prenet.op_trace, and why it was traced for real), and of the model: its trainable tensors' sizes, its
     module calls in a step (`modules`: a module called three times counts three) and the 2-byte dtypes among its
     weights. A meta trace records no module per operator (what a
     step costs does not depend on it, and finding it is a tenth of the trace): `retrace(size)` traces the step
     again with them when per-module tables are first asked for (`attributed`); None where `ops_by_size` has them."""
     ops_by_size: dict
-    sizes: list
+    runs: list
     how: str
     why_real: object
     trainable: list
@@ -513,15 +522,16 @@ def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None
     autocast's casts (prenet.autocast_policy); `progress`: a bar over a real trace (op_trace.trace_batches)."""
     make_inputs = input_maker(model, input_shape, example_input)
     model = lazy_modules.initialized(model, make_inputs)  # lazy modules not yet run: a copy, with its shapes
-    sizes = epoch_batches(batch, dataset_size)
+    runs = epoch_runs(batch, dataset_size)
     autocast = precision in MIXED_PRECISIONS
     with in_mode(model, True):  # a training step, as the model's own train() sets it up
-        ops, how, why = op_trace.trace_batches(model, make_inputs, sorted(set(sizes)), autocast, attribute=False,
+        ops, how, why = op_trace.trace_batches(model, make_inputs, sorted(size for size, _ in runs), autocast,
+                                               attribute=False,
                                                progress=progress)
     parameters = list(model.parameters())
     dtypes = {op_trace.dtype_names[p.dtype] for p in parameters}
-    return Traced(ops, sizes, how, why, [p.numel() for p in parameters if p.requires_grad],
-                  ops[sizes[0]].module_calls, sorted(dtypes & op_costs.NARROW_FLOATS.keys()),
+    return Traced(ops, runs, how, why, [p.numel() for p in parameters if p.requires_grad],
+                  ops[runs[0][0]].module_calls, sorted(dtypes & op_costs.NARROW_FLOATS.keys()),
                   _meta_retrace(model, make_inputs, autocast) if how == "meta" else None)
 
 
@@ -567,12 +577,10 @@ def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision
         factors = gpu_calibration.interval_factors(factors, native.calibration)
     steps = {size: _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, costs, gaps,
                          in_kernels, with_spread=bool(factors)) for size in traced.ops_by_size}
-    sizes = traced.sizes
-    epoch = [steps[size] for size in sizes]
+    epoch = [(steps[size], count) for size, count in traced.runs]
     # A step: the steady state of the epoch's full-size steps (the last, partial one counts in the epoch only).
-    full = [step for size, step in zip(sizes, epoch) if size == sizes[0]]
-    step = epoch[0]
-    step_ms = _epoch_ms(full, on_gpu) / len(full)
+    step, full = epoch[0]
+    step_ms = _epoch_ms(epoch[:1], on_gpu) / full
     epoch_ms = _epoch_ms(epoch, on_gpu)
     interval = reach = None
     if on_gpu:
@@ -595,7 +603,8 @@ def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision
 
             interval = tuple(1e-3 * _epoch_ms(epoch, on_gpu, scale(side), host[side]) for side in (0, 1))
     return Estimate(gpu=asked, batch=batch, dataset_size=dataset_size, optimizer=optimizer, precision=precision,
-                    step_seconds=1e-3 * step_ms, epoch_seconds=1e-3 * epoch_ms, iterations=len(sizes),
+                    step_seconds=1e-3 * step_ms, epoch_seconds=1e-3 * epoch_ms,
+                    iterations=sum(count for _, count in traced.runs),
                     device_ms=step.device_ms, host_ms=step.host_ms, optimizer_ms=step.update_ms,
                     tables=lambda: _layers_table(step.rows(), catalog, device, step_ms), interval_seconds=interval,
                     extrapolation=reach, traced=traced.how, traced_for_real_because=traced.why_real,

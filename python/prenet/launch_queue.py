@@ -54,3 +54,43 @@ def epoch_ms(steps):
     """Milliseconds from the first issue to the end of the last kernel (or of the host's work, if later)."""
     host, device = run(steps)
     return max(host, device)
+
+
+def run_repeated(runs, host_start=0.0, device_end=0.0):
+    """(host time, device end) after issuing, in order, each run of `runs`: (the StepSummary parts of one step,
+    how many times it repeats), as run() over every step, at a cost that grows with the log of the repeats (an
+    epoch of 10^8 samples at batch 1 included). Each part maps (host, device end) max-plus linearly (run's
+    recurrence: device' = max(device + D, host + L); host' = host + H, or max(host + H, device') where the host
+    waits), so a step is the max-plus product of its parts' matrices and its repeats that product's power,
+    taken by squaring."""
+    for parts, count in runs:
+        step = _IDENTITY
+        for part in parts:
+            step = _max_plus(_matrix(part), step)
+        power, result = step, _IDENTITY
+        while count:
+            if count & 1:
+                result = _max_plus(power, result)
+            power, count = _max_plus(power, power), count >> 1
+        host_start, device_end = (max(result[i][0] + host_start, result[i][1] + device_end) for i in (0, 1))
+    return host_start, device_end
+
+
+def epoch_ms_repeated(runs):
+    """epoch_ms over runs of repeated steps (run_repeated)."""
+    return max(run_repeated(runs))
+
+
+_NONE = float("-inf")  # max-plus zero
+_IDENTITY = ((0.0, _NONE), (_NONE, 0.0))
+
+
+def _matrix(part):
+    """The max-plus matrix of a StepSummary on (host, device end)."""
+    host = max(part.host_ms, part.lag_ms) if part.waits else part.host_ms
+    return ((host, part.device_ms if part.waits else _NONE), (part.lag_ms, part.device_ms))
+
+
+def _max_plus(a, b):
+    """The max-plus product a (x) b of 2x2 matrices: (a (x) b)_ij = max_k a_ik + b_kj."""
+    return tuple(tuple(max(a[i][0] + b[0][j], a[i][1] + b[1][j]) for j in (0, 1)) for i in (0, 1))

@@ -540,6 +540,20 @@ def test_measure_names_what_it_cannot_do():
     if not torch.cuda.is_available():
         with pytest.raises(RuntimeError, match="CUDA is not available"):
             prenet.measure(SmallCnn(), batch=4, input_shape=(3, 16, 16), device="cuda")
+    # the protocol's data set is resident: one too large for this machine is refused before any is made
+    with pytest.raises(ValueError, match=r"data set resident: 10,000,000,000 samples take 28,610.2 GiB, more than this "
+                                         r"machine's memory has available \(.* GiB\); measure fewer samples"):
+        prenet.measure(SmallCnn(), batch=4, input_shape=(3, 16, 16), device="cpu", dataset_size=10 ** 10)
+
+
+def test_available_memory_is_linuxs_mem_available_or_unknown(tmp_path):
+    from prenet.measure import available_memory
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       24000000 kB\nMemFree:          100000 kB\nMemAvailable:   20000000 kB\n")
+    assert available_memory(meminfo) == 20000000 * 1024  # page cache counts as available, MemFree alone would not
+    meminfo.write_text("MemTotal:       24000000 kB\n")
+    assert available_memory(meminfo) is None and available_memory(tmp_path / "missing") is None
 
 
 def test_measure_command_line(run_prenet):

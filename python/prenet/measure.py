@@ -18,7 +18,7 @@ from . import host_memory
 from .estimate import _check, epoch_batches, epoch_steps_text
 from .host_cost import cpu_model
 from .lazy_modules import initialized
-from .model_inputs import call, input_maker, map_batch, map_tensors
+from .model_inputs import call, input_maker, map_batch, map_tensors, tensors
 from .model_state import model_kept
 from .op_trace import training_loss
 from .predictors import check_precision
@@ -144,8 +144,9 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
         raise RuntimeError("CUDA is not available on this machine; measure with device='cpu' or on a GPU machine")
     cuda_devices = ([device.index if device.index is not None else torch.cuda.current_device()]
                     if device.type == "cuda" else [])
-    sizes = epoch_batches(batch, dataset_size)
     model = initialized(model, input_maker(model, input_shape, example_input))  # lazy modules: a copy, shaped
+    _check_resident(input_maker(model, input_shape, example_input), dataset_size, device)
+    sizes = epoch_batches(batch, dataset_size)  # as many as the resident data's batches
     if keep_memory:
         host_memory.keep_freed_memory()
     with model_kept(model, cuda_devices):
@@ -176,6 +177,36 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
 
 # Page faults worth a warning where pages are costly: this share of a step's time or more.
 NOTABLE_FAULT_SHARE = 0.05
+
+
+def _check_resident(make_inputs, dataset_size, device):
+    """ValueError where the protocol's resident data set (`dataset_size` samples of `make_inputs`, made on the CPU,
+    then moved to `device`) needs more memory than this machine, or the GPU, has available, naming both sizes."""
+    import torch
+
+    need = sum(t.numel() * t.element_size() for t in tensors(make_inputs(dataset_size, "meta")))
+    free = {"this machine's memory": available_memory()}
+    if device.type == "cuda":
+        free[f"{device}'s memory"] = torch.cuda.mem_get_info(device)[0]
+    for where, available in free.items():
+        if available is not None and need > available:
+            raise ValueError(f"the protocol keeps the data set resident: {dataset_size:,} samples take "
+                             f"{need / 2 ** 30:,.1f} GiB, more than {where} has available ({available / 2 ** 30:,.1f} "
+                             "GiB); measure fewer samples (dataset_size): an epoch's time grows with its steps, and "
+                             "prenet.predict takes the same dataset_size")
+
+
+def available_memory(meminfo="/proc/meminfo"):
+    """Bytes of memory available to a new allocation without swapping (Linux's MemAvailable); None where the system
+    does not say."""
+    try:
+        with open(meminfo) as lines:
+            for line in lines:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
 
 
 def minor_faults():

@@ -139,6 +139,47 @@ def test_a_model_the_meta_device_cannot_run_is_measured_at_two_small_batches():
     assert got.activations == memory.saved_activations(model.train(), torch.rand(16, 3, 16, 16))
 
 
+class WithIdleParameters(nn.Module):
+    """A head it does not use, and a teacher it runs without gradients: their parameters require gradients, but
+    a step gives them none, so PyTorch's optimizers leave them without an update or state."""
+
+    def __init__(self):
+        super().__init__()
+        self.student, self.teacher, self.spare_head = nn.Linear(16, 16), nn.Linear(16, 16), nn.Linear(512, 512)
+
+    def forward(self, x):
+        with torch.no_grad():
+            target = self.teacher(x)
+        return self.student(x) - target
+
+
+class CheckpointedIdle(WithIdleParameters):
+    """The same behind a layer, in a reentrant checkpoint, which hides its segment's parameters until backward."""
+
+    def __init__(self):
+        super().__init__()
+        self.pre = nn.Linear(16, 16)
+
+    def forward(self, x):
+        return torch.utils.checkpoint.checkpoint(super().forward, self.pre(x), use_reentrant=True)
+
+
+@pytest.mark.parametrize("build", [WithIdleParameters, CheckpointedIdle])
+def test_gradients_and_optimizer_state_are_only_the_updated_parameters(build):
+    model = build()
+    got = prenet.training_memory(model, batch=4, input_shape=(16,), optimizer="adam")
+    every = sum(p.numel() * 4 for p in model.parameters())
+    loss = model(torch.randn(4, 16)).sum()  # what a real step updates, on the real model
+    loss.backward()
+    updated = sum(p.numel() * 4 for p in model.parameters() if p.grad is not None)
+    assert got.weights == every and updated < every
+    # all that require a gradient where a reentrant checkpoint hides them: an upper bound
+    counted = every if build is CheckpointedIdle else updated
+    assert (got.gradients, got.optimizer_state) == (counted, 2 * counted)
+    student = model.student(torch.randn(4, 16)).sum()
+    assert memory.updated_parameters(student, model) == list(model.student.parameters())
+
+
 def test_compare_says_where_the_training_memory_fits():
     model = nn.Sequential(nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, 4096))
     table = prenet.compare(model, batch=262144, gpus=["P4", "A100"], input_shape=(4096,), dataset_size=262144)

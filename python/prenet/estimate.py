@@ -485,14 +485,14 @@ def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, d
 
 @dataclass
 class Traced:
-    """What predict costs on a device, found once (prenet.compare reuses it for every GPU): the operators of a
-    step at each batch size an epoch uses (`ops_by_size`), the epoch's batch sizes (`runs`: epoch_runs), how it
-    was traced ("meta" or
-    "cpu", prenet.op_trace, and why it was traced for real), and of the model: its trainable tensors' sizes, its
-    module calls in a step (`modules`: a module called three times counts three) and the 2-byte dtypes among its
-    weights. A meta trace records no module per operator (what a
-    step costs does not depend on it, and finding it is a tenth of the trace): `retrace(size)` traces the step
-    again with them when per-module tables are first asked for (`attributed`); None where `ops_by_size` has them."""
+    """What predict costs on a device, found once (prenet.compare reuses it for every GPU): the operators of a step at
+    each batch size an epoch uses (`ops_by_size`), the epoch's batch sizes (`runs`: epoch_runs), how it was traced
+    ("meta" or "cpu", prenet.op_trace, and why it was traced for real), and of the model: the sizes of the tensors
+    the step updates (`trainable`: those its backward pass gives a gradient, StepOps.updated), its module calls in a
+    step (`modules`: a module called three times counts three) and the 2-byte dtypes among its weights. A meta trace
+    records no module per operator (what a step costs does not depend on it, and finding it is a tenth of the
+    trace): `retrace(size)` traces the step again with them when per-module tables are first asked for
+    (`attributed`); None where `ops_by_size` has them."""
     ops_by_size: dict
     runs: list
     how: str
@@ -528,9 +528,8 @@ def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None
         ops, how, why = op_trace.trace_batches(model, make_inputs, sorted(size for size, _ in runs), autocast,
                                                attribute=False,
                                                progress=progress)
-    parameters = list(model.parameters())
-    dtypes = {op_trace.dtype_names[p.dtype] for p in parameters}
-    return Traced(ops, runs, how, why, [p.numel() for p in parameters if p.requires_grad],
+    dtypes = {op_trace.dtype_names[p.dtype] for p in model.parameters()}
+    return Traced(ops, runs, how, why, list(ops[runs[0][0]].updated),
                   ops[runs[0][0]].module_calls, sorted(dtypes & op_costs.NARROW_FLOATS.keys()),
                   _meta_retrace(model, make_inputs, autocast) if how == "meta" else None)
 

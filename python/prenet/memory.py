@@ -63,11 +63,12 @@ class TrainingMemory:
                 "data streamed a batch at a time>")
 
 
-def saved_activations(model, inputs, autocast=False):
+def saved_activations(model, inputs, autocast=False, updated=None):
     """Bytes of the tensors the forward pass and loss of `model` on `inputs` save for the backward pass, at their
     peak (prenet.saved_tensors: each storage once, the model's parameters and buffers left out; under activation
     checkpointing, the segments' inputs and the largest segment's saves), run on the device `inputs` are on
-    (meta: the model's weights are given meta twins for the run, prenet.meta_model)."""
+    (meta: the model's weights are given meta twins for the run, prenet.meta_model). `updated`, a list, gets the
+    bytes of each parameter the step updates (updated_parameters)."""
     import contextlib
 
     import torch
@@ -83,8 +84,30 @@ def saved_activations(model, inputs, autocast=False):
         with torch.autograd.graph.saved_tensors_hooks(saved.pack_own, lambda tensor: tensor), \
                 segments_followed(saved), made_order(saved):
             with CudaAutocast() if autocast else contextlib.nullcontext():
-                training_loss(call(model, inputs))
+                loss = training_loss(call(model, inputs))
+        if updated is not None:
+            updated += [p.numel() * p.element_size() for p in updated_parameters(loss, model)]
         return saved.peak_bytes()
+
+
+def updated_parameters(loss, model):
+    """The parameters of `model` that `loss` reaches through autograd: the ones its backward pass gives a gradient
+    and an optimizer updates, with a gradient and state (PyTorch's optimizers skip a parameter without a gradient:
+    unused, or used only without gradients). Every parameter that requires a gradient where a reentrant checkpoint
+    (torch.utils.checkpoint's CheckpointFunction) hides its segment's until the backward pass."""
+    reached, seen, nodes = set(), set(), [loss.grad_fn]
+    while nodes:
+        node = nodes.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        if "Checkpoint" in type(node).__name__:
+            return [p for p in model.parameters() if p.requires_grad]
+        variable = getattr(node, "variable", None)  # AccumulateGrad: the leaf it accumulates into
+        if variable is not None:
+            reached.add(id(variable))
+        nodes += [following for following, _ in node.next_functions]
+    return [p for p in model.parameters() if id(p) in reached]
 
 
 def training_memory(model, batch=32, input_shape=None, example_input=None, dataset_size=1024, optimizer="sgd",
@@ -101,17 +124,19 @@ def training_memory(model, batch=32, input_shape=None, example_input=None, datas
     autocast = precision in MIXED_PRECISIONS
     with in_mode(model, True):
         try:
-            activations = saved_activations(model, make_inputs(batch, "meta"), autocast)
+            updated = []
+            activations = saved_activations(model, make_inputs(batch, "meta"), autocast, updated)
         except Exception:  # the model needs real data somewhere: two small batches for real, linear in the batch
+            updated = []
             with model_kept(model):
                 model.cpu()
-                small, large = ((saved_activations(model, make_inputs(b, "cpu"), autocast),) for b in TRACE_BATCHES)
+                small, large = ((saved_activations(model, make_inputs(b, "cpu"), autocast,
+                                                   updated if b == TRACE_BATCHES[0] else []),) for b in TRACE_BATCHES)
             activations = max(0, _scale(small, large, batch)[0])  # as a trace's shapes are
-    trainable = [p for p in model.parameters() if p.requires_grad]
     return TrainingMemory(
         weights=sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers())),
-        gradients=sum(p.numel() * p.element_size() for p in trainable),
-        optimizer_state=STATE_PER_ELEMENT[optimizer] * sum(p.numel() * p.element_size() for p in trainable),
+        gradients=sum(updated),
+        optimizer_state=STATE_PER_ELEMENT[optimizer] * sum(updated),
         data=_bytes(make_inputs(dataset_size, "meta")), activations=activations,
         batch_data=_bytes(make_inputs(min(batch, dataset_size), "meta")))
 

@@ -58,13 +58,16 @@ class Op:
 
 class StepOps(list):
     """The operators of one training step (Op, in the order they ran), with `module_calls`: how many times the
-    model's modules were called in it (a module called three times counts three: each call runs its Python)."""
+    model's modules were called in it (a module called three times counts three: each call runs its Python), and
+    `updated`: the sizes of the parameters its backward pass gave a gradient, the ones an optimizer updates
+    (PyTorch's skip a parameter without one: unused, or used only without gradients)."""
     module_calls = 0
+    updated = ()
 
     @classmethod
-    def of(cls, ops, module_calls):
+    def of(cls, ops, module_calls, updated=()):
         found = cls(ops)
-        found.module_calls = module_calls
+        found.module_calls, found.updated = module_calls, tuple(updated)
         return found
 
 
@@ -394,6 +397,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
                                        "a training step has no backward pass or update to time")
             recorder.phase, recorder.modules = "backward", []
             loss.backward()
+            updated = [p.numel() for p in model.parameters() if p.grad is not None]  # the twins, on meta
     except NotTrainable:
         raise
     except Exception as error:
@@ -406,7 +410,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
             handle.remove()
         if not meta:
             model.zero_grad(set_to_none=True)
-    return StepOps.of(recorder.ops, calls[0])
+    return StepOps.of(recorder.ops, calls[0], updated)
 
 
 def trace_meta(model, make_inputs, size, autocast=False, attribute=True):
@@ -476,7 +480,7 @@ def at_batch(traces, batch, model=None, make_inputs=None, autocast=False):
                         all(isinstance(v, int) for v in list(x) + list(y)) and tuple(x) != tuple(y) else x
                         for x, y in zip(small.arguments, large.arguments)]
         ops.append(op)
-    return StepOps.of(ops, first.module_calls)
+    return StepOps.of(ops, first.module_calls, first.updated)
 
 
 def trace_batches(model, make_inputs, sizes, autocast=False, attribute=True, progress=False):

@@ -238,6 +238,23 @@ def test_the_update_covers_only_the_parameters_a_step_gives_a_gradient(gpu):
     assert idle.optimizer_ms == pytest.approx(alone.optimizer_ms, rel=1e-9)
 
 
+def test_a_model_converted_to_sync_batchnorm_is_predicted_as_on_one_gpu():
+    """SyncBatchNorm refuses tensors off a GPU, meta ones included; on one GPU it is the plain batch norm, and so
+    is it costed (step, memory, features), the model left as it was."""
+    plain = SmallCnn()
+    synced = nn.SyncBatchNorm.convert_sync_batchnorm(SmallCnn())
+    run = dict(batch=4, input_shape=(3, 16, 16), dataset_size=8)
+    for gpu in ("V100", "H100"):
+        assert prenet.predict(synced, gpu=gpu, progress=False, **run).step_seconds == pytest.approx(
+            prenet.predict(plain, gpu=gpu, progress=False, **run).step_seconds, rel=1e-12)
+    assert prenet.training_memory(synced, **run) == prenet.training_memory(plain, **run)
+    features = prenet.model_features(synced, batch=4, input_shape=(3, 16, 16)).set_index("name")
+    assert features.loc["bn", "kind"] == "batchnorm2d"
+    assert isinstance(synced.bn, nn.SyncBatchNorm) and "forward" not in vars(synced.bn)
+    with pytest.raises(ValueError, match="SyncBatchNorm expected input tensor to be on GPU"):
+        synced(torch.randn(2, 3, 16, 16))  # as PyTorch has it, outside prenet's walks
+
+
 def test_optimizer_with_more_state_costs_more():
     sgd = prenet.predict(SmallCnn(), batch=16, gpu="T4", input_shape=(3, 16, 16), optimizer="sgd_plain")
     adam = prenet.predict(SmallCnn(), batch=16, gpu="T4", input_shape=(3, 16, 16), optimizer="adam")

@@ -27,6 +27,7 @@ def initialized(model, make_inputs):
 
     from .model_inputs import call, rejected
     from .model_state import in_mode
+    from .sync_batchnorm import as_on_one_gpu
 
     lazy = uninitialized(model)
     if not lazy:
@@ -47,7 +48,7 @@ def initialized(model, make_inputs):
         lambda module, inputs: started.append(labels[id(module)]) if id(module) in labels else None)
     sample = make_inputs(1)
     try:
-        with torch.no_grad(), in_mode(twin, False):
+        with torch.no_grad(), in_mode(twin, False), as_on_one_gpu(twin):
             call(twin, sample)
     except Exception as error:
         raise rejected(started[-1] if started else "before any module", sample, error, twin) from error

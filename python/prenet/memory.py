@@ -77,9 +77,10 @@ def saved_activations(model, inputs, autocast=False, updated=None):
     from .meta_model import weights_on_meta
     from .op_trace import training_loss
     from .saved_tensors import SavedTensors, made_order, segments_followed, storage_key
+    from .sync_batchnorm import as_on_one_gpu
 
     meta = any(t.is_meta for t in tensors(inputs))
-    with weights_on_meta(model) if meta else contextlib.nullcontext():
+    with weights_on_meta(model) if meta else contextlib.nullcontext(), as_on_one_gpu(model):
         saved = SavedTensors(excluded={storage_key(t) for t in (*model.parameters(), *model.buffers())})
         with torch.autograd.graph.saved_tensors_hooks(saved.pack_own, lambda tensor: tensor), \
                 segments_followed(saved), made_order(saved):

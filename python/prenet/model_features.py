@@ -15,6 +15,7 @@ from .layers import layer_features
 from .lazy_modules import initialized
 from .model_inputs import call, input_maker, map_tensors, rejected
 from .model_state import in_mode
+from .sync_batchnorm import as_on_one_gpu
 
 
 def _linear(module, inputs, output):
@@ -90,7 +91,8 @@ def _image(x):
 
 
 def _batchnorm2d(module, inputs, output):
-    return "batchnorm2d", _image(inputs[0])
+    # a SyncBatchNorm takes inputs of any rank: the kind describes 4-d ones
+    return ("batchnorm2d", _image(inputs[0])) if inputs[0].dim() == 4 else None
 
 
 def _pool2d(kind):
@@ -123,8 +125,8 @@ def _mappers():
     convolutions = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
     return {**dict.fromkeys(convolutions, _convolution), nn.Linear: _linear, nn.RNN: _recurrent,
             nn.LSTM: _recurrent, nn.GRU: _recurrent, nn.MultiheadAttention: _attention, nn.Embedding: _embedding,
-            nn.LayerNorm: _layer_norm, nn.BatchNorm2d: _batchnorm2d, nn.MaxPool2d: _pool2d("maxpool2d"),
-            nn.AvgPool2d: _pool2d("avgpool2d"),
+            nn.LayerNorm: _layer_norm, nn.BatchNorm2d: _batchnorm2d, nn.SyncBatchNorm: _batchnorm2d,
+            nn.MaxPool2d: _pool2d("maxpool2d"), nn.AvgPool2d: _pool2d("avgpool2d"),
             nn.AdaptiveAvgPool2d: _adaptive_avgpool2d, nn.ReLU: _pointwise("relu"), nn.ReLU6: _pointwise("relu"),
             nn.GELU: _pointwise("gelu"), nn.Tanh: _pointwise("tanh"), nn.Sigmoid: _pointwise("sigmoid"),
             nn.SiLU: _pointwise("silu"), nn.Softmax: _softmax}
@@ -193,7 +195,7 @@ def model_features(model, batch=32, gpu="V100", input_shape=None, example_input=
     try:
         # Eval mode keeps batch statistics and dropout out of the walk; gradients stay enabled because
         # torch's fused inference fast paths (TransformerEncoderLayer, MultiheadAttention) would skip submodules.
-        with in_mode(model, False):
+        with in_mode(model, False), as_on_one_gpu(model):
             call(model, sample)
     except Exception as error:
         where = started[-1] if started else "before any module"

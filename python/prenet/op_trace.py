@@ -353,6 +353,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
     from .fused_recurrent import fused_recurrent_layers
     from .meta_model import to_meta, weights_on_meta
     from .model_inputs import call, rejected
+    from .sync_batchnorm import as_on_one_gpu
 
     recorder = _recorder(meta, _direct_mode_setter() if direct_mode else None)
     owners = _BackwardOwners(recorder)
@@ -388,7 +389,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
     else:
         model.zero_grad(set_to_none=True)
     try:
-        with weights_on_meta(model) if meta else contextlib.nullcontext(), \
+        with weights_on_meta(model) if meta else contextlib.nullcontext(), as_on_one_gpu(model), \
                 fused_recurrent_layers(named_modules, recorder), recorder:
             with CudaAutocast() if autocast else contextlib.nullcontext():
                 loss = training_loss(call(model, inputs))

@@ -255,6 +255,27 @@ def test_a_model_converted_to_sync_batchnorm_is_predicted_as_on_one_gpu():
         synced(torch.randn(2, 3, 16, 16))  # as PyTorch has it, outside prenet's walks
 
 
+def test_a_float64_model_is_refused_and_complex_weights_are_said_to_be_costed_as_real():
+    """Double precision runs at a GPU's FP64 rate, which no predictor or catalog figure covers: refused, not
+    costed as fp32 (a T4's FP64 rate is 1/32 of its FP32 rate). Complex weights are costed as real operators of the
+    same shapes, and the caller is told."""
+    with pytest.raises(ValueError, match=r"the model has 5,130 float64 weights: prenet predicts fp32, bf16 and fp16 "
+                                         r"training .* \(model.float\(\)\)"):
+        prenet.predict(nn.Linear(512, 10).double(), batch=4, gpu="T4", input_shape=(512,))
+
+    class Spectral(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight, self.out = nn.Parameter(torch.randn(8, 8, dtype=torch.cfloat)), nn.Linear(8, 2)
+
+        def forward(self, x):
+            return self.out((x.to(torch.cfloat) @ self.weight).real)
+
+    with pytest.warns(UserWarning, match="the model has 64 complex weights: their operators are costed as real") as got:
+        assert prenet.predict(Spectral(), batch=4, gpu="V100", input_shape=(8,), progress=False).step_seconds > 0
+    assert got[0].filename == __file__  # attributed to the caller
+
+
 def test_optimizer_with_more_state_costs_more():
     sgd = prenet.predict(SmallCnn(), batch=16, gpu="T4", input_shape=(3, 16, 16), optimizer="sgd_plain")
     adam = prenet.predict(SmallCnn(), batch=16, gpu="T4", input_shape=(3, 16, 16), optimizer="adam")

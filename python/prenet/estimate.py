@@ -520,7 +520,8 @@ class Traced:
 def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None, precision="fp32", progress=False):
     """The Traced steps of an epoch of `model`; under a mixed precision, forward and loss are traced with CUDA
     autocast's casts (prenet.autocast_policy); `progress`: a bar over a real trace (op_trace.trace_batches)."""
-    _check_weight_types(model)
+    dtypes = {p.dtype for p in model.parameters()}
+    _check_weight_types(model, dtypes)
     make_inputs = input_maker(model, input_shape, example_input)
     model = lazy_modules.initialized(model, make_inputs)  # lazy modules not yet run: a copy, with its shapes
     runs = epoch_runs(batch, dataset_size)
@@ -529,20 +530,23 @@ def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None
         ops, how, why = op_trace.trace_batches(model, make_inputs, sorted(size for size, _ in runs), autocast,
                                                attribute=False,
                                                progress=progress)
-    dtypes = {op_trace.dtype_names[p.dtype] for p in model.parameters()}
+    dtypes = {op_trace.dtype_names[dtype] for dtype in dtypes}
     return Traced(ops, runs, how, why, list(ops[runs[0][0]].updated),
                   ops[runs[0][0]].module_calls, sorted(dtypes & op_costs.NARROW_FLOATS.keys()),
                   _meta_retrace(model, make_inputs, autocast) if how == "meta" else None)
 
 
-def _check_weight_types(model):
-    """ValueError for a model with float64 weights: the predictors learned fp32 kernels (bf16 and fp16 ones through
-    the tensor-core rates), and double precision runs at a GPU's FP64 rate, 1/2 to 1/64 of its FP32 rate by model,
-    which the catalog does not hold. A warning for complex weights: their operators are costed as real ones of the
-    same shapes, where complex arithmetic does about four times the work of a product."""
+def _check_weight_types(model, dtypes):
+    """ValueError for a model with float64 weights (`dtypes`: its parameters' types): the predictors learned fp32
+    kernels (bf16 and fp16 ones through the tensor-core rates), and double precision runs at a GPU's FP64 rate, 1/2
+    to 1/64 of its FP32 rate by model, which the catalog does not hold. A warning for complex weights: their
+    operators are costed as real ones of the same shapes, where complex arithmetic does about four times the work
+    of a product."""
     import torch
 
-    weights = [t for t in (*model.parameters(), *model.buffers()) if t.is_floating_point() or t.is_complex()]
+    if not any(dtype == torch.float64 or dtype.is_complex for dtype in dtypes):
+        return
+    weights = [t for t in model.parameters() if t.is_floating_point() or t.is_complex()]
     doubles = sum(t.numel() for t in weights if t.dtype == torch.float64)
     if doubles:
         raise ValueError(f"the model has {doubles:,} float64 weights: prenet predicts fp32, bf16 and fp16 training "

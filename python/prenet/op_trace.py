@@ -414,16 +414,18 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
     return StepOps.of(recorder.ops, calls[0], updated)
 
 
-def trace_meta(model, make_inputs, size, autocast=False, attribute=True):
+def trace_meta(model, make_inputs, size, autocast=False, attribute=True, scripted=None):
     """The ops of a training step of `size` samples on meta tensors (trace_once with meta); `make_inputs(b,
     device)` builds inputs of b samples on a device. A model with TorchScript modules runs its graphs' first calls
     as written, profiling them, and later ones optimized (autodiff's own backward operators): its step is traced
     until it runs the operators of the step before (at most SCRIPTED_WARMUP_STEPS more), as training runs past its
-    first steps."""
+    first steps (`scripted`: whether it has any, None: found here)."""
     import torch
 
     traced = trace_once(model, make_inputs(size, "meta"), autocast, meta=True, attribute=attribute)
-    if any(isinstance(module, torch.jit.ScriptModule) for module in model.modules()):
+    if scripted is None:
+        scripted = any(isinstance(module, torch.jit.ScriptModule) for module in model.modules())
+    if scripted:
         for _ in range(SCRIPTED_WARMUP_STEPS):
             again = trace_once(model, make_inputs(size, "meta"), autocast, meta=True, attribute=attribute)
             if [op.name for op in again] == [op.name for op in traced]:
@@ -498,12 +500,14 @@ def trace_batches(model, make_inputs, sizes, autocast=False, attribute=True, pro
 
     # A recurrent layer runs another algorithm on meta tensors (inputs projected step by step) than on the CPU and
     # in cuDNN (the inputs of all steps projected in one product): traced for real.
-    recurrent = any(isinstance(module, torch.nn.RNNBase) for module in model.modules())
+    types = {type(module) for module in model.modules()}
+    recurrent = any(issubclass(kind, torch.nn.RNNBase) for kind in types)
+    scripted = any(issubclass(kind, torch.jit.ScriptModule) for kind in types)
     why = "it has recurrent layers, which run otherwise on meta tensors than on the CPU and in cuDNN"
     if not recurrent:
         try:
-            return ({size: trace_meta(model, make_inputs, size, autocast, attribute) for size in sizes}, "meta",
-                    None)
+            return ({size: trace_meta(model, make_inputs, size, autocast, attribute, scripted) for size in sizes},
+                    "meta", None)
         except Exception as error:  # the model needs real data somewhere: traced for real, which names what it rejects
             if not attribute:  # the module it failed in, for the reason given
                 try:

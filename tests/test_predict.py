@@ -276,6 +276,27 @@ def test_a_float64_model_is_refused_and_complex_weights_are_said_to_be_costed_as
     assert got[0].filename == __file__  # attributed to the caller
 
 
+def test_a_model_of_billions_of_weights_is_costed_in_streaming_kernels_the_add_kind_takes():
+    """Adam's update of 3.2 billion weights in one multi-tensor group, and traffic of more than 2^31 elements, are
+    add-shaped kernels in rows of at most the add kind's longest row (it had refused the update: 'features =
+    2684682240 is out of range'); a streaming kernel's time follows its elements, so twice the weights take twice as
+    long."""
+    from prenet import op_costs
+    from prenet._native import core
+
+    add = next(kind for kind in core().layer_kinds() if kind["name"] == "add")
+    assert {p["name"]: p["max"] for p in add["parameters"]}["features"] == op_costs.ADD_ROW_LIMIT
+    assert op_costs.traffic(3 * 2 ** 33).config == {"batch": 4, "features": 2 ** 31}
+    assert op_costs.traffic(30).config == {"batch": 1, "features": 10}
+
+    def stack(layers):  # on the meta device: no memory for its weights
+        return nn.Sequential(*[nn.Linear(8192, 8192, device="meta") for _ in range(layers)])
+
+    run = dict(batch=8, gpu="H100", input_shape=(8192,), optimizer="adam", progress=False)
+    large, half = prenet.predict(stack(48), **run), prenet.predict(stack(24), **run)
+    assert large.optimizer_ms == pytest.approx(2 * half.optimizer_ms, rel=0.01)
+
+
 def test_optimizer_with_more_state_costs_more():
     sgd = prenet.predict(SmallCnn(), batch=16, gpu="T4", input_shape=(3, 16, 16), optimizer="sgd_plain")
     adam = prenet.predict(SmallCnn(), batch=16, gpu="T4", input_shape=(3, 16, 16), optimizer="adam")

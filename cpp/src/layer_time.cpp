@@ -10,6 +10,7 @@
 
 #include "prenet/features.hpp"
 #include "prenet/optimizer.hpp"
+#include "kinds/kinds.hpp"
 #include "prenet/precision.hpp"
 
 namespace prenet {
@@ -44,8 +45,6 @@ struct Choice {
     std::size_t first, second;  // scratch rows
 };
 
-// Elements an add kernel reads and writes per element (two inputs, one output).
-constexpr double kAddElementPasses = 3.0;
 // Guards against a kind table whose kernels refer back to themselves.
 constexpr int kMaxDepth = 8;
 // The bundle's mode of a layer's forward pass timed inside training steps (prenet.training.MODES).
@@ -87,9 +86,8 @@ public:
     // gradients and the optimizer's state stay in fp32 under autocast.
     void update(double elements, Destination d) {
         const OptimizerSpec& spec = find_optimizer(optimizer_);
-        const double share = elements * spec.element_passes / (kAddElementPasses * spec.kernels_per_tensor);
-        const LayerConfig kernel = find_layer_kind("add").configure(
-            {{"batch", 1}, {"features", std::max<std::int64_t>(1, std::llround(share))}});
+        const double share = elements * spec.element_passes / (kinds::kBinaryElementPasses * spec.kernels_per_tensor);
+        const LayerConfig kernel = configure(kinds::streaming_add(share));
         forward_in(kernel, scaled(d, spec.kernels_per_tensor), 1, Precision::fp32);
     }
 

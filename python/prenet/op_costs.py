@@ -44,9 +44,16 @@ def numel(shape):
     return math.prod(shape) if shape else 1
 
 
+# The add kind's longest row (kMaxSize, cpp/src/kinds/kinds.hpp; tests/test_predict.py checks the two agree).
+ADD_ROW_LIMIT = 2 ** 31
+
+
 def traffic(elements):
-    """An add-shaped kernel moving `elements` 4-byte elements (an add moves 3 per output element)."""
-    return Work("add", {"batch": 1, "features": max(1, math.ceil(elements / 3))}, how="traffic")
+    """An add-shaped kernel moving `elements` 4-byte elements (an add moves 3 per output element), in rows of at
+    most ADD_ROW_LIMIT (as kinds::streaming_add makes them natively)."""
+    outputs = max(1, math.ceil(elements / 3))
+    rows = math.ceil(outputs / ADD_ROW_LIMIT)
+    return Work("add", {"batch": rows, "features": math.ceil(outputs / rows)}, how="traffic")
 
 
 def _tensors(op):

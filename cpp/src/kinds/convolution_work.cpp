@@ -35,7 +35,7 @@ KernelWork implicit_gemm(std::int64_t rows, std::int64_t inner, std::int64_t col
 
 // A read and a write of each element: 2/3 of an add's passes.
 KernelWork layout_transposes(std::int64_t elements) {
-    return {"add", {{"batch", 1}, {"features", elements}}, kUnaryElementPasses / kBinaryElementPasses};
+    return streaming_add(static_cast<double>(elements), kUnaryElementPasses / kBinaryElementPasses);
 }
 
 }  // namespace prenet::kinds

@@ -1,4 +1,6 @@
 // Row-wise and elementwise operators on (batch, seq_len, features): activations, softmax and the residual add.
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "kinds.hpp"
@@ -58,6 +60,13 @@ KernelWork same_shape(const char* kind, const LayerConfig& c) {
 }
 
 }  // namespace
+
+KernelWork streaming_add(double elements, double count) {
+    // rows of at most kMaxSize elements: an elementwise kernel's work is its element count (row_parameters below)
+    const auto rows = static_cast<std::int64_t>(std::ceil(std::max(elements, 1.0) / static_cast<double>(kMaxSize)));
+    const auto per_row = static_cast<std::int64_t>(std::ceil(std::max(elements, 1.0) / static_cast<double>(rows)));
+    return {"add", {{"batch", rows}, {"features", per_row}}, count};
+}
 
 LayerKind make_pointwise(Pointwise op) {
     const PointwiseTraits t = traits_of(op);

@@ -40,6 +40,10 @@ KernelWork layout_transposes(std::int64_t elements);
 
 // Upper bound for sizes: large enough for any real layer, small enough that counts stay exact in a double.
 inline constexpr std::int64_t kMaxSize = std::int64_t{1} << 31;
+// An add-shaped streaming kernel producing `elements` elements, `count` times, within the add kind's ranges: rows of
+// at most kMaxSize (an optimizer's update of billions of weights, the traffic of an operator without a kind)
+// (elementwise.cpp).
+KernelWork streaming_add(double elements, double count = 1);
 // Bytes of one int64 index (token ids of an embedding lookup).
 inline constexpr double kIndexBytes = 8.0;
 // Elements a streaming kernel reads and writes per element it produces: a unary one (ReLU) one read and one write,

@@ -109,6 +109,22 @@ def test_command_line_table_keeps_to_a_screen_and_names_each_price_source(run_pr
     assert "price of" not in wide.stdout
 
 
+def test_a_host_bound_comparison_says_a_faster_gpu_does_not_help():
+    from prenet.cli import host_bound_note
+
+    model = nn.Sequential(*[nn.Linear(16, 16) for _ in range(30)])
+    table = prenet.compare(model, batch=4, gpus=["H100", "A100", "T4"], input_shape=(16,), dataset_size=64,
+                           progress=False)
+    assert (table["bound"] == "host").all()
+    note = host_bound_note(table)
+    assert note.startswith("host-bound on all GPUs (epochs ") and "a faster one does not shorten the epoch" in note
+    assert max(len(line) for line in note.splitlines()) <= 116
+    ax = table.plot()
+    assert sum("host-bound" in text.get_text() for text in ax.texts) == 3
+    mixed = table.assign(bound=["host", "device", "device"])
+    assert host_bound_note(mixed).startswith("host-bound on 1 of 3 GPUs")
+
+
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_no_gpu_is_estimated_slower_than_one_it_outclasses(precision):
     """A GPU at least as fast as another of its vendor in every figure the catalog gives (FP32 rate, bandwidth,

@@ -2,6 +2,7 @@
 import argparse
 import json
 import sys
+import textwrap
 import warnings
 
 # Columns of the printed feature table; the CSV written with --csv holds every feature.
@@ -202,8 +203,20 @@ def _compare(args):
         for gpu, source in zip(table["gpu"], table["price_source"]):
             if source:
                 print(f"price of {gpu}: {source}")
+    if (table["bound"] == "host").any():
+        print(host_bound_note(table))
     for name, why in table.attrs.get("unsupported", {}).items():
         print(f"left out: {why}", file=sys.stderr)
+
+
+def host_bound_note(table):
+    """A line for the GPUs of a comparison whose steps are host-bound: there a faster GPU does not help."""
+    host = table[table["bound"] == "host"]
+    names = "all" if len(host) == len(table) else f"{len(host)} of {len(table)}"
+    return textwrap.fill(f"host-bound on {names} GPUs (epochs {host['epoch_seconds'].min():.3g}-"
+                         f"{host['epoch_seconds'].max():.3g} s): the host issues the step's kernels slower than those "
+                         "GPUs run them, so a faster one does not shorten the epoch; a larger batch, fewer operators "
+                         "or a faster host does", width=116)
 
 
 def _gpus(args):

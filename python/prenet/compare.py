@@ -52,10 +52,11 @@ def _comparison_class():
             high = rows["interval_high_s"] - rows["epoch_seconds"]
             colors = ["tab:blue" if fits else "lightgrey" for fits in rows["fits"]]
             ax.barh(rows["gpu"], rows["epoch_seconds"], xerr=[low, high], capsize=2, color=colors)
-            for y, (seconds, cost, fits, gib) in enumerate(zip(rows["interval_high_s"], rows["cost_per_epoch_usd"],
-                                                               rows["fits"], rows["memory_gib"])):
+            for y, (seconds, cost, fits, gib, bound) in enumerate(zip(
+                    rows["interval_high_s"], rows["cost_per_epoch_usd"], rows["fits"], rows["memory_gib"],
+                    rows["bound"])):
                 notes = ([f"${cost:.4g}/epoch"] if cost == cost else []) + (  # cost not NaN
-                    [] if fits else [f"does not fit ({gib:.1f} GiB)"])
+                    [] if fits else [f"does not fit ({gib:.1f} GiB)"]) + (["host-bound"] if bound == "host" else [])
                 if notes:
                     ax.annotate(" " + "; ".join(notes), (seconds, y), va="center", fontsize=8)
             ax.set_xlabel("predicted seconds per epoch (80% interval)")

@@ -5,6 +5,7 @@ import torch
 import torch.nn as nn
 
 import prenet
+from idle_parameters import WithIdleParameters
 from prenet import memory
 
 matplotlib.use("Agg")
@@ -137,20 +138,6 @@ def test_a_model_the_meta_device_cannot_run_is_measured_at_two_small_batches():
     model = Branching()
     got = prenet.training_memory(model, batch=16, input_shape=(3, 16, 16))
     assert got.activations == memory.saved_activations(model.train(), torch.rand(16, 3, 16, 16))
-
-
-class WithIdleParameters(nn.Module):
-    """A head it does not use, and a teacher it runs without gradients: their parameters require gradients, but
-    a step gives them none, so PyTorch's optimizers leave them without an update or state."""
-
-    def __init__(self):
-        super().__init__()
-        self.student, self.teacher, self.spare_head = nn.Linear(16, 16), nn.Linear(16, 16), nn.Linear(512, 512)
-
-    def forward(self, x):
-        with torch.no_grad():
-            target = self.teacher(x)
-        return self.student(x) - target
 
 
 class CheckpointedIdle(WithIdleParameters):

@@ -221,20 +221,12 @@ def test_shapes_extrapolated_from_small_batches_match_a_trace_at_the_batch():
 def test_the_update_covers_only_the_parameters_a_step_gives_a_gradient(gpu):
     """PyTorch's optimizers skip a parameter without a gradient (an unused head, a teacher run without gradients):
     the update, its kernels and its host's per-tensor cost, is the updated parameters' alone."""
-    class Idle(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.student, self.teacher, self.spare_head = nn.Linear(64, 64), nn.Linear(64, 64), nn.Linear(2048, 2048)
-
-        def forward(self, x):
-            with torch.no_grad():
-                target = self.teacher(x)
-            return self.student(x) - target
+    from idle_parameters import WithIdleParameters
 
     run = dict(batch=8, gpu=gpu, input_shape=(64,), dataset_size=64, optimizer="adam", progress=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # this CPU is not the measured host
-        idle, alone = prenet.predict(Idle(), **run), prenet.predict(nn.Linear(64, 64), **run)
+        idle, alone = prenet.predict(WithIdleParameters(64, 2048), **run), prenet.predict(nn.Linear(64, 64), **run)
     assert idle.optimizer_ms == pytest.approx(alone.optimizer_ms, rel=1e-9)
 
 

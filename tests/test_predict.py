@@ -289,6 +289,24 @@ def test_a_model_of_billions_of_weights_is_costed_in_streaming_kernels_the_add_k
     assert large.optimizer_ms == pytest.approx(2 * half.optimizer_ms, rel=0.01)
 
 
+def test_sparse_embedding_gradients_are_refused_where_pytorchs_optimizer_refuses_them():
+    """Adam, AdamW and RMSprop raise on a sparse gradient (an embedding with sparse=True) in PyTorch: so does the
+    estimate, naming the embeddings and what trains them; SGD and Adagrad take them."""
+    model = nn.Sequential(nn.Embedding(1000, 16, sparse=True), nn.Flatten(), nn.Linear(16 * 5, 2))
+    run = dict(batch=4, gpu="V100", example_input=torch.randint(0, 1000, (1, 5)), progress=False)
+    for optimizer in ("sgd", "adagrad"):
+        assert prenet.predict(model, optimizer=optimizer, **run).step_seconds > 0
+    for optimizer, named in (("adam", "Adam"), (torch.optim.AdamW, "AdamW"), ("rmsprop", "RMSprop")):
+        with pytest.raises(ValueError, match=rf"the model's embeddings '0' have sparse gradients \(sparse=True\), "
+                                             rf"which PyTorch's {named} refuses; train with sgd or adagrad"):
+            prenet.predict(model, optimizer=optimizer, **run)
+        embedding = nn.Embedding(10, 2, sparse=True)  # as PyTorch itself has it
+        embedding(torch.tensor([1, 2])).sum().backward()
+        step = (getattr(torch.optim, named) if isinstance(optimizer, str) else optimizer)(embedding.parameters())
+        with pytest.raises(RuntimeError, match="does not support sparse gradients"):
+            step.step()
+
+
 def test_optimizer_with_more_state_costs_more():
     sgd = prenet.predict(SmallCnn(), batch=16, gpu="T4", input_shape=(3, 16, 16), optimizer="sgd_plain")
     adam = prenet.predict(SmallCnn(), batch=16, gpu="T4", input_shape=(3, 16, 16), optimizer="adam")

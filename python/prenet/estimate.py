@@ -29,6 +29,9 @@ from .predictors import (MIXED_PRECISIONS, PACKAGED_UNSEEN_BUNDLE, check_precisi
 # momentum 0.9) -> the native optimizer table's names.
 OPTIMIZERS = {"sgd": "sgd_momentum", "sgd_nesterov": "sgd_momentum", "sgd_plain": "sgd", "adam": "adam",
               "adamw": "adamw", "rmsprop": "rmsprop", "adagrad": "adagrad"}
+# Those whose PyTorch optimizer refuses a sparse gradient (an embedding with sparse=True): "Adam does not support
+# sparse gradients, please consider SparseAdam instead" (torch.optim, 1.13 and 2.x).
+DENSE_ONLY_OPTIMIZERS = {"adam": "Adam", "adamw": "AdamW", "rmsprop": "RMSprop"}
 
 
 # What an estimate says of a GPU whose vendor no fitted GPU shares (prenet.uncertainty.extrapolation).
@@ -501,6 +504,8 @@ class Traced:
     modules: int
     narrow_weights: list
     retrace: object = None
+    # the modules whose gradients are sparse (embeddings with sparse=True), which some optimizers refuse
+    sparse_gradients: list = field(default_factory=list)
     _attributed: dict = field(default_factory=dict, repr=False)
 
     def attributed(self, size):
@@ -533,7 +538,16 @@ def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None
     dtypes = {op_trace.dtype_names[dtype] for dtype in dtypes}
     return Traced(ops, runs, how, why, list(ops[runs[0][0]].updated),
                   ops[runs[0][0]].module_calls, sorted(dtypes & op_costs.NARROW_FLOATS.keys()),
-                  _meta_retrace(model, make_inputs, autocast) if how == "meta" else None)
+                  _meta_retrace(model, make_inputs, autocast) if how == "meta" else None,
+                  _sparse_embeddings(model))
+
+
+def _sparse_embeddings(model):
+    """Names of the embeddings of `model` that make sparse gradients (sparse=True)."""
+    import torch
+
+    return [name or type(module).__name__ for name, module in model.named_modules()
+            if isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and module.sparse]
 
 
 def _check_weight_types(model, dtypes):
@@ -578,6 +592,11 @@ def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision
     `calibrated`: False for the packaged bundles, as fitted (prenet.predictors.resolve)."""
     check_precision(precision, gpu)
     optimizer = optimizer_name(optimizer)
+    if traced.sparse_gradients and optimizer in DENSE_ONLY_OPTIMIZERS:
+        names = ", ".join(map(repr, traced.sparse_gradients))
+        raise ValueError(f"the model's embeddings {names} have sparse gradients (sparse=True), which PyTorch's "
+                         f"{DENSE_ONLY_OPTIMIZERS[optimizer]} refuses; train with sgd or adagrad (or "
+                         "torch.optim.SparseAdam for those layers), or give them sparse=False")
     for dtype in traced.narrow_weights:
         try:  # their operators run kernels of that type (prenet.op_costs.narrow_precision)
             check_precision(op_costs.NARROW_FLOATS[dtype], gpu)

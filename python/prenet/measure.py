@@ -184,7 +184,9 @@ def _check_resident(make_inputs, dataset_size, device):
     then moved to `device`) needs more memory than this machine, or the GPU, has available, naming both sizes."""
     import torch
 
-    need = sum(t.numel() * t.element_size() for t in tensors(make_inputs(dataset_size, "meta")))
+    # one sample's bytes times the samples (each tensor's batch dimension repeats a sample, each list holds one item
+    # per sample): a data set of 10^10 samples is never built, not even on meta
+    need = dataset_size * sum(t.numel() * t.element_size() for t in tensors(make_inputs(1, "meta")))
     free = {"this machine's memory": available_memory()}
     if device.type == "cuda":
         free[f"{device}'s memory"] = torch.cuda.mem_get_info(device)[0]

@@ -120,3 +120,26 @@ def test_a_gpu_outclasses_another_of_its_vendor_only_when_as_good_in_every_figur
     assert l40["tf32_tflops"] == l40["fp32_tflops"] and outclasses(l40, a40)  # a TF32 rate no faster than FP32
     mi300x = gpu["AMD Instinct MI300X"]
     assert not outclasses(mi300x, t4)  # another vendor
+
+
+def test_cuda_names_this_machines_gpu_as_torch_reports_it(monkeypatch):
+    """gpu="cuda" (or "cuda:N") predicts for the GPU this machine has, as prenet.measure(device="cuda") measures
+    it; without one, or beyond its GPUs, a ValueError says so."""
+    import torch
+    import torch.nn as nn
+
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match=r"gpu='cuda' names this machine's CUDA GPU, and it has none"):
+            prenet.predict(nn.Linear(4, 2), batch=4, gpu="cuda", input_shape=(4,))
+
+    def device_name(device=None):
+        if device is not None and device.index not in (None, 0):
+            raise AssertionError("Invalid device id")
+        return "NVIDIA H100 80GB HBM3"
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", device_name)
+    assert prenet.find_gpu("cuda")["name"] == prenet.find_gpu("CUDA:0")["name"] == "NVIDIA H100 80GB HBM3"
+    assert prenet.predict(nn.Linear(4, 2), batch=4, gpu="cuda", input_shape=(4,)).gpu == "NVIDIA H100 80GB HBM3"
+    with pytest.raises(ValueError, match=r"gpu='cuda:3': Invalid device id"):
+        prenet.find_gpu("cuda:3")

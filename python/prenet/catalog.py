@@ -39,10 +39,27 @@ def host_catalog():
 
 def find_gpu(name):
     """Specifications of one GPU as a dict. Accepts names like "V100", "h100 sxm" or what
-    `torch.cuda.get_device_name()` reports; raises ValueError naming the closest known GPUs."""
+    `torch.cuda.get_device_name()` reports, and "cuda" or "cuda:N" for this machine's GPU (this_machines_gpu);
+    raises ValueError naming the closest known GPUs."""
     if not isinstance(name, str):
         raise TypeError(f"gpu must be a string such as 'V100', got {type(name).__name__}")
+    if name.lower() == "cuda" or name.lower().startswith("cuda:"):
+        name = this_machines_gpu(name)
     return native_catalog().find(name)
+
+
+def this_machines_gpu(device):
+    """The name torch reports for this machine's CUDA GPU `device` ("cuda" or "cuda:N"), so that prenet.predict
+    can take gpu="cuda" as prenet.measure takes device="cuda"; ValueError where there is none."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ValueError(f"gpu={device!r} names this machine's CUDA GPU, and it has none (torch.cuda.is_available() "
+                         "is False); name a GPU of the catalog, such as 'V100' (prenet.gpus() lists them)")
+    try:
+        return torch.cuda.get_device_name(torch.device(device.lower()))
+    except (RuntimeError, AssertionError, ValueError) as error:  # an index beyond this machine's GPUs
+        raise ValueError(f"gpu={device!r}: {error}") from None
 
 
 def device_catalog(name):

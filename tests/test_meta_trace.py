@@ -47,6 +47,33 @@ def test_a_transformer_traced_on_meta_matches_a_real_trace():
     assert signature(meta) == signature(real)
 
 
+class MadeInForward(nn.Module):
+    """Tensors made in the forward pass without a device (positions, a causal mask): on the CPU by default, which
+    meta inputs refuse to meet; the meta trace makes them on meta, as training makes them on the inputs' device."""
+
+    def __init__(self):
+        super().__init__()
+        self.tokens, self.positions, self.out = nn.Embedding(100, 16), nn.Embedding(64, 16), nn.Linear(16, 100)
+
+    def forward(self, ids):
+        length = ids.shape[1]
+        hidden = self.tokens(ids) + self.positions(torch.arange(length))
+        causal = torch.triu(torch.full((length, length), float("-inf")), diagonal=1)
+        scores = torch.softmax(hidden @ hidden.transpose(1, 2) + causal, dim=-1)
+        return self.out(scores @ hidden + torch.ones(16))
+
+
+def test_tensors_made_in_the_forward_pass_are_made_on_meta_in_a_meta_trace():
+    model = MadeInForward().train()
+    ids = torch.randint(100, (3, 12))
+    real = op_trace.trace_once(model, ids)
+    meta = op_trace.trace_once(model, ids.to("meta"), meta=True)
+    assert signature(meta) == signature(real)
+    assert {"arange.default", "full.default", "ones.default"} <= {op.name for op in meta}
+    estimate = prenet.predict(model, batch=8, gpu="V100", example_input=ids[:1], progress=False)
+    assert estimate.traced == "meta" and estimate.traced_for_real_because is None
+
+
 @pytest.mark.parametrize("dims", [1, 2, 3])
 @pytest.mark.parametrize("transposed", [False, True])
 def test_convolution_shape_rule_agrees_with_pytorch(dims, transposed):

@@ -149,6 +149,7 @@ def _recorder(meta=False, direct=None):
     from .meta_model import channels_last, meta_kernel
 
     detach = torch.ops.aten.detach.default
+    cpu, meta_device = torch.device("cpu"), torch.device("meta")
     dispatched_detach = _dispatched_detach()
     grad_enabled = torch.is_grad_enabled
 
@@ -161,9 +162,9 @@ def _recorder(meta=False, direct=None):
             self.ops, self.phase, self.modules, self.backward_owner = [], "forward", [], ("", None)
             self.runs_on, self.paused = "", False
             # id of an operator -> (what runs it, its name, whether it is detach, whether a convolution, the
-            # position of its indices for a table lookup or None), found once per operator: keyed by id, as an
-            # operator's own hash is a Python call (an operator object lives as long as the process, so its id is
-            # never reused)
+            # position of its indices for a table lookup or None, whether it makes a tensor on the meta device in a
+            # meta trace), found once per operator: keyed by id, as an operator's own hash is a Python call (an
+            # operator object lives as long as the process, so its id is never reused)
             self.operators = {}
 
         def __enter__(self):
@@ -180,11 +181,17 @@ def _recorder(meta=False, direct=None):
         def _operator(self, func):
             name = func.__name__
             found = self.operators[id(func)] = (meta_kernel(func) if meta else func, name, func is detach,
-                                                name.startswith("convolution"), TOKEN_INDICES.get(name))
+                                                name.startswith("convolution"), TOKEN_INDICES.get(name),
+                                                meta and _makes_a_tensor(func))
             return found
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            run, name, is_detach, is_convolution, indices = self.operators.get(id(func)) or self._operator(func)
+            run, name, is_detach, is_convolution, indices, factory = (self.operators.get(id(func)) or
+                                                                       self._operator(func))
+            if factory and kwargs and kwargs.get("device") == cpu:
+                # a tensor the model makes in its forward (torch.arange(n) for positions, a mask of ones), on the
+                # CPU by default: made on meta beside the meta inputs it meets, as on the inputs' device in training
+                kwargs = dict(kwargs, device=meta_device)
             if indices is not None and args[indices].is_floating_point():
                 # eager PyTorch refuses these indices; torch 2's meta kernels let them through
                 raise TypeError(f"an embedding's indices must be integers (Long or Int), got {args[indices].dtype}")
@@ -253,6 +260,14 @@ def _traced_alone(model, make_inputs, size, autocast, partial):
             raise
         raise ValueError(f"{error} (at {size} sample{'s' if size > 1 else ''}: the epoch's last batch, the rest of "
                          "dataset_size over batch; a dataset_size that leaves another rest avoids it)") from error
+
+
+def _makes_a_tensor(func):
+    """Whether the operator `func` makes a tensor from nothing (a factory: torch.arange, zeros, ones, full, empty,
+    rand...): no tensor among its arguments, and a device to make it on."""
+    arguments = func._schema.arguments
+    return (any(argument.name == "device" for argument in arguments) and
+            not any("Tensor" in str(argument.type) for argument in arguments))
 
 
 class _BackwardOwners:

@@ -167,6 +167,29 @@ def test_gradients_and_optimizer_state_are_only_the_updated_parameters(build):
     assert memory.updated_parameters(student, model) == list(model.student.parameters())
 
 
+class Positions(nn.Module):
+    """Positions made in the forward pass without a device (on the CPU by default)."""
+
+    def __init__(self, device=None):
+        super().__init__()
+        self.tokens, self.positions = nn.Embedding(100, 16, device=device), nn.Embedding(64, 16, device=device)
+        self.out = nn.Linear(16, 100, device=device)
+
+    def forward(self, ids):
+        return self.out(torch.relu(self.tokens(ids) + self.positions(torch.arange(ids.shape[1]))))
+
+
+def test_a_model_making_tensors_without_a_device_is_walked_on_meta_even_with_its_weights_there():
+    """Its meta walk makes those tensors on meta (op_trace.factories_on_meta), so a model built on the meta device,
+    which cannot be run for real, gets its memory too, the same as a real run's."""
+    ids = torch.randint(100, (8, 12))
+    real = memory.saved_activations(Positions().train(), ids)
+    for device in (None, "meta"):
+        got = prenet.training_memory(Positions(device), batch=8, example_input=ids[:1], optimizer="adam")
+        assert got.activations == real
+        assert got.gradients == sum(p.numel() * 4 for p in Positions().parameters())
+
+
 def test_compare_says_where_the_training_memory_fits():
     model = nn.Sequential(nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, 4096))
     table = prenet.compare(model, batch=262144, gpus=["P4", "A100"], input_shape=(4096,), dataset_size=262144)

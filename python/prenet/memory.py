@@ -117,7 +117,7 @@ def training_memory(model, batch=32, input_shape=None, example_input=None, datas
     `optimizer` in `precision` (arguments as prenet.predict takes them)."""
     from .estimate import MIXED_PRECISIONS, _check
     from .model_state import in_mode, model_kept
-    from .op_trace import TRACE_BATCHES, _scale
+    from .op_trace import TRACE_BATCHES, _scale, factories_on_meta
 
     batch, dataset_size, optimizer = _check(model, batch, dataset_size, optimizer)
     make_inputs = input_maker(model, input_shape, example_input)
@@ -126,7 +126,12 @@ def training_memory(model, batch=32, input_shape=None, example_input=None, datas
     with in_mode(model, True):
         try:
             updated = []
-            activations = saved_activations(model, make_inputs(batch, "meta"), autocast, updated)
+            try:
+                activations = saved_activations(model, make_inputs(batch, "meta"), autocast, updated)
+            except Exception:  # tensors it makes without a device, on the CPU by default: made on meta
+                updated = []
+                with factories_on_meta():
+                    activations = saved_activations(model, make_inputs(batch, "meta"), autocast, updated)
         except Exception:  # the model needs real data somewhere: two small batches for real, linear in the batch
             updated = []
             with model_kept(model):

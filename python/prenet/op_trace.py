@@ -270,6 +270,30 @@ def _makes_a_tensor(func):
             not any("Tensor" in str(argument.type) for argument in arguments))
 
 
+def factories_on_meta():
+    """A dispatch mode within which tensors made without a device, on the CPU by default, are made on meta (as the
+    recorder of a meta trace makes them): for a walk of a model on meta tensors that records nothing
+    (prenet.memory's)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    cpu, meta = torch.device("cpu"), torch.device("meta")
+
+    class FactoriesOnMeta(TorchDispatchMode):
+        factories = {}  # id of an operator -> whether it makes a tensor from nothing
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            factory = self.factories.get(id(func))
+            if factory is None:
+                factory = self.factories[id(func)] = _makes_a_tensor(func)
+            if factory and kwargs.get("device") == cpu:
+                kwargs = dict(kwargs, device=meta)
+            return func(*args, **kwargs)
+
+    return FactoriesOnMeta()
+
+
 class _BackwardOwners:
     """Which module each backward operator belongs to. The autograd engine runs a step's nodes in the reverse of
     the order the forward pass made them (on one device it takes the ready node made last), so the module whose

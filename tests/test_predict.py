@@ -467,6 +467,21 @@ class TwoInputs(nn.Module):
         return self.left(left) * self.right(right)
 
 
+def test_an_optimizers_settings_that_change_its_step_are_said_to_be_left_out():
+    model = SmallCnn()
+    run = dict(batch=4, gpu="V100", input_shape=(3, 16, 16), dataset_size=8, progress=False)
+    with pytest.warns(UserWarning, match=r"the optimizer's amsgrad=True \(a third state tensor and a maximum per "
+                                         r"element\): not taken, its update is adam's with PyTorch's defaults") as got:
+        amsgrad = prenet.predict(model, optimizer=torch.optim.Adam(model.parameters(), amsgrad=True), **run)
+    assert got[0].filename == __file__
+    assert amsgrad.step_seconds == prenet.predict(model, optimizer="adam", **run).step_seconds
+    with pytest.warns(UserWarning, match=r"centered=True .*; momentum=0.5 \(a momentum buffer\): not taken"):
+        prenet.predict(model, optimizer=torch.optim.RMSprop(model.parameters(), momentum=0.5, centered=True), **run)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # PyTorch's defaults: nothing to say
+        prenet.predict(model, optimizer=torch.optim.AdamW(model.parameters()), **run)
+
+
 def test_inputs_may_be_a_tensor_a_tuple_or_a_dict_and_shapes_any_integer_sizes():
     model = TwoInputs()
     positional = (torch.randn(1, 8), torch.randn(1, 6))

@@ -170,12 +170,35 @@ def optimizer_name(optimizer):
         if name == "sgd" and isinstance(optimizer, torch.optim.Optimizer):
             group = optimizer.param_groups[0]
             name = "sgd_nesterov" if group.get("nesterov") else "sgd" if group.get("momentum") else "sgd_plain"
+        if name in OPTIMIZERS and isinstance(optimizer, torch.optim.Optimizer):
+            _warn_unmodelled(optimizer.param_groups[0], name)
     if name not in OPTIMIZERS:
         shown = (repr(optimizer) if isinstance(optimizer, str) else optimizer.__name__ if isinstance(optimizer, type)
                  else f"of type {kind.__name__}")
         raise ValueError(f"unknown optimizer {shown}; known: {', '.join(OPTIMIZERS)}, or torch.optim's SGD, Adam, "
                          "AdamW, RMSprop or Adagrad (a class or an optimizer)")
     return name
+
+
+# An optimizer's settings whose step costs otherwise than its name's: (setting, the value that does, what it does).
+UNMODELLED_SETTINGS = (("amsgrad", True, "a third state tensor and a maximum per element"),
+                       ("centered", True, "a mean of the gradients kept and subtracted"),
+                       ("foreach", False, "a loop over the tensors, launching each one's kernels, not a multi-tensor "
+                                          "pass on a GPU"),
+                       ("fused", True, "one fused kernel for the whole update"))
+
+
+def _warn_unmodelled(group, name):
+    """Warns, at predict's caller, of the settings of an optimizer's first parameter group (UNMODELLED_SETTINGS, and
+    RMSprop's momentum) that prenet leaves out: its update is `name`'s with PyTorch's defaults (as prenet.measure
+    makes it, and as the host costs and the memory's optimizer state count it)."""
+    found = [f"{setting}={value} ({what})" for setting, value, what in UNMODELLED_SETTINGS
+             if group.get(setting) is value]
+    if name == "rmsprop" and group.get("momentum"):
+        found.append(f"momentum={group['momentum']} (a momentum buffer)")
+    if found:
+        warnings.warn(f"the optimizer's {'; '.join(found)}: not taken, its update is {name}'s with PyTorch's "
+                      "defaults", stacklevel=6)  # past this, optimizer_name, _check, predict and its wrapper
 
 
 def _check(model, batch, dataset_size, optimizer, precision=None):

@@ -313,11 +313,11 @@ def _grad_scaler(parameters, native, catalog, device, issue_us, update_gap):
     step with the trainable tensors of sizes `parameters` (GRAD_SCALER_KERNELS); `update_gap`: as _step's, the
     gap a bundle learned in its add kernels."""
     before, after = GRAD_SCALER_KERNELS
-    gaps = update_gap
     elements = float(sum(parameters))
     # the unscale's traffic as add-shaped work (an add moves 3 elements per element, the unscale 2 per gradient)
     configs = [{"batch": 1, "features": 1}, {"batch": 1, "features": max(1, round(2 * elements / 3))}]
-    tiny, unscale = (t["forward_ms"] for t in native.estimate("add", configs, catalog, device, "sgd", "fp32", gaps))
+    tiny, unscale = (t["forward_ms"] for t in native.estimate("add", configs, catalog, device, "sgd", "fp32",
+                                                              update_gap))
     launches = max(math.ceil(len(parameters) / MULTI_TENSOR_LIMITS[0]), math.ceil(elements / MULTI_TENSOR_LIMITS[1]))
     issue = issue_us(None)
     return (((before + launches + 1) * issue, before * tiny + unscale),  # + the flag's copy to the host

@@ -144,8 +144,9 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
         raise RuntimeError("CUDA is not available on this machine; measure with device='cpu' or on a GPU machine")
     cuda_devices = ([device.index if device.index is not None else torch.cuda.current_device()]
                     if device.type == "cuda" else [])
-    model = initialized(model, input_maker(model, input_shape, example_input))  # lazy modules: a copy, shaped
-    _check_resident(input_maker(model, input_shape, example_input), dataset_size, device)
+    make_inputs = input_maker(model, input_shape, example_input)
+    model = initialized(model, make_inputs)  # lazy modules: a copy, shaped
+    _check_resident(make_inputs, dataset_size, device)
     sizes = epoch_batches(batch, dataset_size)  # as many as the resident data's batches
     if keep_memory:
         host_memory.keep_freed_memory()

@@ -149,7 +149,6 @@ def _recorder(meta=False, direct=None):
     from .meta_model import channels_last, meta_kernel
 
     detach = torch.ops.aten.detach.default
-    cpu, meta_device = torch.device("cpu"), torch.device("meta")
     dispatched_detach = _dispatched_detach()
     grad_enabled = torch.is_grad_enabled
 
@@ -188,10 +187,8 @@ def _recorder(meta=False, direct=None):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             run, name, is_detach, is_convolution, indices, factory = (self.operators.get(id(func)) or
                                                                        self._operator(func))
-            if factory and kwargs and kwargs.get("device") == cpu:
-                # a tensor the model makes in its forward (torch.arange(n) for positions, a mask of ones), on the
-                # CPU by default: made on meta beside the meta inputs it meets, as on the inputs' device in training
-                kwargs = dict(kwargs, device=meta_device)
+            if factory and kwargs:
+                kwargs = _made_on_meta(kwargs)
             if indices is not None and args[indices].is_floating_point():
                 # eager PyTorch refuses these indices; torch 2's meta kernels let them through
                 raise TypeError(f"an embedding's indices must be integers (Long or Int), got {args[indices].dtype}")
@@ -262,6 +259,7 @@ def _traced_alone(model, make_inputs, size, autocast, partial):
                          "dataset_size over batch; a dataset_size that leaves another rest avoids it)") from error
 
 
+@functools.lru_cache(maxsize=None)
 def _makes_a_tensor(func):
     """Whether the operator `func` makes a tensor from nothing (a factory: torch.arange, zeros, ones, full, empty,
     rand...): no tensor among its arguments, and a device to make it on."""
@@ -270,26 +268,24 @@ def _makes_a_tensor(func):
             not any("Tensor" in str(argument.type) for argument in arguments))
 
 
-def factories_on_meta():
-    """A dispatch mode within which tensors made without a device, on the CPU by default, are made on meta (as the
-    recorder of a meta trace makes them): for a walk of a model on meta tensors that records nothing
-    (prenet.memory's)."""
+def _made_on_meta(kwargs):
+    """A factory's keyword arguments with its device made meta where it is the CPU, the default: a tensor the model
+    makes in its forward (torch.arange(n) for positions, a mask of ones) is made beside the meta inputs it meets, as
+    on the inputs' device in training."""
     import torch
+
+    return dict(kwargs, device=torch.device("meta")) if kwargs.get("device") == torch.device("cpu") else kwargs
+
+
+def factories_on_meta():
+    """A dispatch mode within which tensors made without a device are made on meta (_made_on_meta, as the recorder
+    of a meta trace makes them): for a walk of a model on meta tensors that records nothing (prenet.memory's)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    cpu, meta = torch.device("cpu"), torch.device("meta")
-
     class FactoriesOnMeta(TorchDispatchMode):
-        factories = {}  # id of an operator -> whether it makes a tensor from nothing
-
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            factory = self.factories.get(id(func))
-            if factory is None:
-                factory = self.factories[id(func)] = _makes_a_tensor(func)
-            if factory and kwargs.get("device") == cpu:
-                kwargs = dict(kwargs, device=meta)
-            return func(*args, **kwargs)
+            return func(*args, **(_made_on_meta(kwargs) if _makes_a_tensor(func) else kwargs))
 
     return FactoriesOnMeta()
 

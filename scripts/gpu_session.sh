@@ -4,14 +4,14 @@
 # harness against the machine's torch; check that an error raised by the native core reaches Python as an error (it
 # crashed on the GPU images of 2026-11-24 and -26, until the core stopped using the C++ locale;
 # scripts/probe_native_errors.sh logs what tells the cause where it still does); run the test suite under that
-# torch; measure what cuDNN's heuristic choice of algorithm costs against benchmarking (bench/cudnn_choice.py) and
-# whether a convolution slows down as its process runs more shapes (bench/conv_order_effect.py); measure
-# bench/measure_gpu.py's whole-model cases not yet in data/epochs/<GPU>.jsonl; the host's cost per operation, and
-# where a host-bound step's host time goes, phase by phase (bench/gpu_step_host_profile.py); calibrate the GPU
-# predictors to the GPU (prenet calibrate --gpu); collect layer rows for the time left. Everything lands in OUT_DIR
-# (default ./gpu-session-out): logs, the epochs file, the host costs, a tarball of the layer rows. nlohmann-json's
-# headers, if the machine has none, are looked for in ./.carry (include/ and share/cmake/ copied from Debian's
-# nlohmann-json3-dev).
+# torch (tests/test_cuda_paths.py runs only there); calibrate the GPU predictors to the GPU (prenet calibrate
+# --gpu); measure what cuDNN's heuristic choice of algorithm costs against benchmarking (bench/cudnn_choice.py);
+# where a host-bound step's host time goes, phase by phase (bench/gpu_step_host_profile.py); bench/measure_gpu.py's
+# whole-model cases not yet in data/epochs/<GPU>.jsonl; the host's cost per operation; whether a convolution slows
+# down as its process runs more shapes (bench/conv_order_effect.py, where 5 minutes are left); layer rows for the
+# time left. Everything lands in OUT_DIR (default ./gpu-session-out): logs, the epochs file, the host costs, a
+# tarball of the layer rows. nlohmann-json's headers, if the machine has none, are looked for in ./.carry (include/
+# and share/cmake/ copied from Debian's nlohmann-json3-dev).
 # Usage: bash scripts/gpu_session.sh [MINUTES] [SEED]
 set -uo pipefail
 MINUTES="${1:-9}"
@@ -44,21 +44,25 @@ say "does an error of the native core reach Python? (scripts/probe_native_errors
 PYTHON="$PYTHON" bash scripts/probe_native_errors.sh "$OUT_DIR"
 say "test suite"
 # SIGINT at the limit, so that pytest still prints what failed so far; -v names each test as it ends
-timeout -s INT -k 20 "$(cap 240)" "$PYTHON" -m pytest -v --tb=short -p no:cacheprovider -n "$(nproc)" -rfE \
+timeout -s INT -k 20 "$(cap 150)" "$PYTHON" -m pytest -v --tb=short -p no:cacheprovider -n "$(nproc)" -rfE \
   --deselect tests/test_gpu_build.py tests > "$OUT_DIR/pytest.log" 2>&1
 grep -E "passed|failed" "$OUT_DIR/pytest.log" | tail -1
 GPU="$("$PYTHON" -c 'import torch; print(torch.cuda.get_device_name().replace(" ", "_"))')"
 if worth 120; then
+  say "GPU calibration (prenet calibrate --gpu), kept in OUT_DIR"
+  timeout "$(cap 150)" "$PYTHON" -m prenet calibrate --gpu --no-progress --out "$OUT_DIR/gpu_calibration.json" \
+    2>&1 | tail -2
+fi
+if worth 120; then
   say "cuDNN's heuristic algorithms against benchmarked ones"
-  limit="$(cap 200)"
+  limit="$(cap 150)"
   (cd bench && timeout "$limit" "$PYTHON" cudnn_choice.py --out "$OUT_DIR/cudnn_choice.jsonl" \
     --max-minutes "$(( limit / 60 - 1 ))" 2>&1 | tail -2)
 fi
-if worth 120; then
-  say "does a convolution slow down as its process runs more shapes, as NeuSight's rows do?"
-  limit="$(cap 270)"
-  (cd bench && timeout "$limit" "$PYTHON" conv_order_effect.py --out "$OUT_DIR/conv_order_effect.jsonl" \
-    --shapes 2500 --max-minutes "$(( limit / 60 - 1 ))" 2>&1 | tail -6)
+if worth 60; then
+  say "where a host-bound step's host time goes (ResNet-18, batch 16: 30% under on the shared H100 set)"
+  (cd bench && timeout "$(cap 120)" "$PYTHON" gpu_step_host_profile.py --out "$OUT_DIR/step_host_profile.md" \
+    2>&1 | sed -n '5,27p')
 fi
 if worth 90; then
   say "whole-model epochs"
@@ -71,15 +75,11 @@ if worth 60; then
   say "host cost"
   (cd bench && timeout "$(cap 120)" "$PYTHON" gpu_host_cost.py --out "$OUT_DIR/host_costs.json" > /dev/null 2>&1)
 fi
-if worth 60; then
-  say "where a host-bound step's host time goes (ResNet-18, batch 16: 30% under on the shared H100 set)"
-  (cd bench && timeout "$(cap 120)" "$PYTHON" gpu_step_host_profile.py --out "$OUT_DIR/step_host_profile.md" \
-    2>&1 | sed -n '5,27p')
-fi
-if worth 120; then
-  say "GPU calibration (prenet calibrate --gpu), kept in OUT_DIR"
-  timeout "$(cap 240)" "$PYTHON" -m prenet calibrate --gpu --no-progress --out "$OUT_DIR/gpu_calibration.json" \
-    2>&1 | tail -2
+if worth 300; then
+  say "does a convolution slow down as its process runs more shapes, as NeuSight's rows do?"
+  limit="$(cap 270)"
+  (cd bench && timeout "$limit" "$PYTHON" conv_order_effect.py --out "$OUT_DIR/conv_order_effect.jsonl" \
+    --shapes 2500 --max-minutes "$(( limit / 60 - 1 ))" 2>&1 | tail -6)
 fi
 FOLDER="data/gpu/${GPU}_seed$SEED"
 if worth 90; then

@@ -1,9 +1,11 @@
 """Validation on hardware no layer data comes from: predicted against measured epoch time on the H100 of
 ../shared/data/h100_validation (measured by its README's protocol; never used in fitting or tuning).
 
-Run:  .venv/bin/python bench/validate_h100.py [--out FILE]
+Run:  .venv/bin/python bench/validate_h100.py [--out FILE] [--gpu-calibration FILE]
 Writes bench/results/validate_h100.md (or FILE) and prints the table. With PRENET_HOST_COSTS set, the host costs
-are that file's (prenet.host_cost.load), and the report says so. Hugging Face models (bert_base, gpt2) are built
+are that file's (prenet.host_cost.load), and the report says so. With --gpu-calibration, predictions are
+calibrated by that `prenet calibrate --gpu` file (its factors per kind and its host costs), as on the machine that
+made it. Hugging Face models (bert_base, gpt2) are built
 with `transformers` where it is importable, else as prenet.reference_models' plain-PyTorch versions of the same
 architectures (same parameter counts; eager attention), marked as such in the table.
 """
@@ -87,12 +89,48 @@ def host_costs_note():
     return f" Host costs: {chosen} (PRENET_HOST_COSTS)." if chosen else ""
 
 
+def torch_version():
+    import torch
+
+    return torch.__version__
+
+
+def hugging_face_note(sources):
+    """How BERT-base and GPT-2 were built, from the sources build() gave."""
+    if "stand-in" in sources:
+        return ("BERT-base and GPT-2 marked 'stand-in' are prenet.reference_models' plain-PyTorch versions "
+                "(transformers is not installed here): same layers and parameter counts, attention written as matmul "
+                "and softmax where the measured run used the library's default attention.")
+    import transformers
+
+    return f"BERT-base and GPT-2 are Hugging Face's models (transformers {transformers.__version__})."
+
+
+def use_calibration(path):
+    """Makes prenet.predict read the GPU calibration at `path` (a temporary user cache holding it under the name
+    prenet.gpu_calibration gives the H100's file); returns the report's sentence on it."""
+    import os
+    import shutil
+    import tempfile
+
+    from prenet import gpu_calibration
+
+    calibration = gpu_calibration.from_file(path)  # a file that is not one is named here
+    cache = tempfile.mkdtemp(prefix="prenet-cache-")
+    os.environ["PRENET_CACHE"] = cache
+    shutil.copy(path, gpu_calibration.calibration_path(calibration.gpu))
+    return f" Calibrated by {path.name}: {calibration.describe()}, and that machine's host costs."
+
+
 def main():
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--gpu-calibration", type=Path, help="a `prenet calibrate --gpu` file of the H100")
     args = parser.parse_args()
+    calibration_note = use_calibration(args.gpu_calibration) if args.gpu_calibration else ""
+    calibration_option = f" --gpu-calibration {args.gpu_calibration}" if args.gpu_calibration else ""
     lines = validation_file().read_text().splitlines()
     environment = json.loads(lines[0])["env"]
     rows, results, memory_errors = [], [], []  # results: (precision, source, error, inside)
@@ -123,19 +161,18 @@ def main():
     reach = estimate.extrapolation
     text = "\n".join([
         "# Whole-model validation on an unseen GPU: NVIDIA H100 80GB HBM3", "",
-        f"`.venv/bin/python bench/validate_h100.py` ({time.strftime('%Y-%m-%d')}, {time.monotonic() - started:.0f} s). "
+        f"`.venv/bin/python bench/validate_h100.py{calibration_option}` ({time.strftime('%Y-%m-%d')}, "
+        f"{time.monotonic() - started:.0f} s). "
         f"Measured: {validation_file()} (torch {environment['torch']}); predicted: prenet.predict with the packaged "
         "GPU predictors (no H100 layer data is fitted on; data/gpu's H100 rows are validation only). Epoch of 1024 "
-        "samples. Targets: fp32 median 10% and 90th percentile 25%; bf16 median 15%." + host_costs_note(), "",
+        "samples. Targets: fp32 median 10% and 90th percentile 25%; bf16 median 15%." + host_costs_note()
+        + calibration_note + f" Traced under torch {torch_version()}.", "",
         summary("fp32, all models", *pick(lambda r: r[0] == "fp32")),
         summary("fp32, torchvision models", *pick(lambda r: r[0] == "fp32" and r[1] == "torchvision")),
         summary("fp32, BERT-base and GPT-2", *pick(lambda r: r[0] == "fp32" and r[1] != "torchvision")),
         summary("bf16 (autocast)", *pick(lambda r: r[0] == "bf16")), "",
         f"Nearest fitted GPU: {reach['nearest']} (distance {reach['distance']:.2f}; beyond the fitted range in "
-        f"{', '.join(reach['outside']) or 'nothing'}). BERT-base and GPT-2 marked 'stand-in' are "
-        "prenet.reference_models' plain-PyTorch versions (transformers is not installed here): same layers and "
-        "parameter counts, attention written as matmul and softmax where the measured run used the library's "
-        "default attention.", "",
+        f"{', '.join(reach['outside']) or 'nothing'}). " + hugging_face_note({r[1] for r in results}), "",
         memory_summary(memory_errors), "",
         "| model | batch | optimizer | precision | measured s | predicted s | error | 80% interval s | inside | "
         "predicted bound | measured peak MiB | predicted memory MiB | memory error |",

@@ -124,3 +124,16 @@ def test_calibrating_without_a_gpu_says_what_is_needed(tmp_path):
         gpu_calibration.calibrate(T4, tmp_path / "calibration.json")
     done = subprocess.run([sys.executable, "-m", "prenet", "calibrate", "--gpu"], capture_output=True, text=True)
     assert done.returncode != 0 and "needs a CUDA GPU" in done.stderr
+
+
+def test_reference_layers_are_spread_over_the_predicted_time_on_a_log_scale():
+    # most candidates small, as the sampler's layers are on a fast GPU after the batch scaling: evenly by rank would
+    # take nine of ten under 0.3 ms
+    times = [0.05, 60.0] + [0.1 + 0.002 * i for i in range(100)] + [0.5, 1.0, 3.0, 10.0, 30.0]
+    picks = gpu_calibration.spread_in_time(times, 5)
+    assert len(picks) == 5 == len(set(picks))
+    chosen = sorted(times[i] for i in picks)
+    assert chosen[0] == 0.1 and chosen[-1] == 30.0  # the span inside [MIN_DEVICE_MS, MAX_DEVICE_MS]
+    # the nearest to 0.1 x 300^(j/4) = 0.42, 1.7, 7.2 ms, in log time
+    assert chosen[1] == 0.5 and chosen[2] in (1.0, 3.0) and chosen[3] == 10.0
+    assert gpu_calibration.spread_in_time([0.05, 0.2, 70.0, 1.0], 5) == [1, 3]  # fewer inside: all of them

@@ -284,6 +284,11 @@ def test_calibrate_times_reference_layers_and_resumes_after_an_interruption(othe
     calibration = host_calibration.load()
     assert calibration.layers == len(references)
     assert 0.05 < calibration.factor("forward", "linear", 1.0) < 20
+    # a row of a layer no longer among the reference layers (an earlier version's) is dropped by the next run
+    record["layers"].append({**record["layers"][0], "config": {**record["layers"][0]["config"], "batch": 10 ** 6}})
+    other_cpu.write_text(json.dumps(record))
+    host_calibration.calibrate(progress=False)
+    assert json.loads(other_cpu.read_text())["layers"] == record["layers"][:-1]
 
 
 def test_a_calibration_made_with_another_bundle_is_read_with_the_packaged_bundles_predictions(other_cpu,

@@ -37,6 +37,9 @@ def time_layers(path, record, layers, start_harness, environment_keys, descripti
     from . import host_cost
     from .progress import progress_bar
 
+    # rows of layers no longer among the reference layers (a file of an earlier version) are dropped, not mixed in
+    wanted = {layer_key(layer[0], layer[1]) for layer in layers}
+    record["layers"] = [row for row in record["layers"] if layer_key(row["harness_kind"], row["config"]) in wanted]
     done = {layer_key(row["harness_kind"], row["config"]) for row in record["layers"]}
     pending = [layer for layer in layers if layer_key(layer[0], layer[1]) not in done]
     if pending:

@@ -11,7 +11,8 @@
 # down as its process runs more shapes (bench/conv_order_effect.py, where 5 minutes are left); layer rows for the
 # time left. Everything lands in OUT_DIR (default ./gpu-session-out): logs, the epochs file, the host costs, a
 # tarball of the layer rows. nlohmann-json's headers, if the machine has none, are looked for in ./.carry (include/
-# and share/cmake/ copied from Debian's nlohmann-json3-dev).
+# and share/cmake/ copied from Debian's nlohmann-json3-dev). The repository is larger than a device call carries:
+# `bash scripts/device_tree.sh slim` before the call (carry [".carry", ".gpu-carry"]), `restore` after it.
 # Usage: bash scripts/gpu_session.sh [MINUTES] [SEED]
 set -uo pipefail
 MINUTES="${1:-9}"
@@ -25,6 +26,9 @@ left() { echo $(( 60 * MINUTES - ($(date +%s) - START) )); }
 cap() { local left_s; left_s="$(left)"; echo $(( $1 < left_s ? $1 : left_s )); }  # a step's limit: $1 s at most
 worth() { [ "$(left)" -gt "$1" ]; }  # is there time left for a step that needs $1 s to say anything?
 say() { echo "[$(( $(date +%s) - START )) s] $*"; }
+# ../shared (the NeuSight set, the H100 validation) travels as .gpu-carry/shared.tgz (scripts/device_tree.sh slim)
+[ -d ../shared ] || [ ! -f .gpu-carry/shared.tgz ] || tar xzf .gpu-carry/shared.tgz -C ..
+[ -d ../shared/data/neusight ] && export PRENET_NEUSIGHT="$(cd ../shared/data/neusight && pwd)"  # from bench/ too
 PYTHON="$(python3 -c 'import sys; print(sys.executable)')"
 TORCH_PREFIX="$("$PYTHON" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
 CMAKE_ARGS="-DCMAKE_PREFIX_PATH=$TORCH_PREFIX;$ROOT/.carry -DPRENET_BUILD_TESTS=OFF -DCMAKE_POLICY_VERSION_MINIMUM=3.5"

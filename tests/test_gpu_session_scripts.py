@@ -23,3 +23,29 @@ def test_the_step_host_profile_runs_without_a_gpu_and_reports_phases_beside_the_
     assert re.search(r"Predicted operators: \d+ forward, \d+ backward\. Kernel launches profiled: \d+ a step\.", report)
     events = [line for line in report.splitlines() if line.startswith("| aten::")]
     assert events and len(report.split("| event |")[1].splitlines()) == 2 + 5
+
+
+def test_a_slim_tree_for_a_device_call_leaves_the_cpu_data_behind_and_restores_the_index(tmp_path):
+    root = BENCH.parent
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True, timeout=300)
+    tracked = subprocess.run(["git", "ls-files"], cwd=clone, capture_output=True, text=True).stdout.split()
+
+    def run(verb):
+        return subprocess.run(["bash", "scripts/device_tree.sh", verb], cwd=clone, capture_output=True, text=True,
+                              timeout=300)
+
+    slim = run("slim")
+    assert slim.returncode == 0, slim.stderr
+    size = int(re.search(r"travels: (\d+) MiB of 64", slim.stdout).group(1))
+    assert size <= 64
+    left = subprocess.run(["git", "ls-files", "data/cpu", "bench/results"], cwd=clone, capture_output=True,
+                          text=True).stdout
+    assert left == "" and (clone / "data" / "cpu").is_dir()  # out of the index, still on disk
+    untracked = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all", "data"], cwd=clone,
+                               capture_output=True, text=True).stdout
+    assert "??" not in untracked  # excluded, so they do not travel as untracked files either
+    assert run("slim").returncode == 1  # twice would stack the exclusions
+    assert run("restore").returncode == 0
+    assert subprocess.run(["git", "ls-files"], cwd=clone, capture_output=True, text=True).stdout.split() == tracked
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True).stdout == ""

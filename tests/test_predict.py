@@ -308,6 +308,45 @@ def test_sparse_embedding_gradients_are_refused_where_pytorchs_optimizer_refuses
             step.step()
 
 
+class Lookup(nn.Module):
+    """An embedding table looked up 5 times a sample, averaged, and a linear head."""
+
+    def __init__(self, rows, sparse):
+        super().__init__()
+        self.table, self.head = nn.Embedding(rows, 16, sparse=sparse), nn.Linear(16, 2)
+
+    def forward(self, tokens):
+        return self.head(self.table(tokens).mean(1))
+
+
+def test_a_sparse_gradient_is_costed_by_the_rows_it_holds_not_by_its_table():
+    """A sparse gradient wraps the looked-up rows (no kernel: its operators are views), and plain SGD and Adagrad
+    update those rows only; SGD with momentum is costed dense (its buffer). They had been costed as the whole table:
+    a 2-million-row table took 4.9 ms of backward and 1.9 ms of plain SGD on a V100 at batch 256."""
+    run = dict(batch=256, gpu="V100", example_input=torch.randint(0, 2_000_000, (1, 5)), dataset_size=512,
+               progress=False)
+    for optimizer in ("sgd_plain", "adagrad"):
+        dense = prenet.predict(Lookup(2_000_000, sparse=False), optimizer=optimizer, **run)
+        sparse = prenet.predict(Lookup(2_000_000, sparse=True), optimizer=optimizer, **run)
+        assert sparse.optimizer_ms < dense.optimizer_ms / 10
+        # the table's backward: dense, the gradient zero-filled and the rows added; sparse, no kernel
+        rows = sparse.ops[(sparse.ops["phase"] == "backward") & (sparse.ops["module"] == "table")]
+        assert len(rows) > 0 and rows["ms"].sum() == 0
+    momentum = [prenet.predict(Lookup(2_000_000, sparse), optimizer="sgd", **run).optimizer_ms
+                for sparse in (False, True)]
+    assert momentum[0] == pytest.approx(momentum[1], rel=1e-9)
+
+
+def test_a_sparse_gradients_rows_are_the_lookups_and_grow_with_the_batch():
+    model, tokens = Lookup(1000, sparse=True), torch.randint(0, 1000, (4, 5))
+    meta = op_trace.trace_once(model, tokens.to("meta"), meta=True)
+    assert meta.updated == (1000 * 16, 2 * 16, 2) and meta.touched == (4 * 5 * 16, 2 * 16, 2)
+    # traced for real at two batches and extrapolated, as a model the meta device cannot run is
+    small = op_trace.trace_small(model, lambda b: torch.randint(0, 1000, (b, 5)))
+    assert op_trace.at_batch(small, 64).touched == (64 * 5 * 16, 2 * 16, 2)
+    assert op_trace.trace_once(Lookup(1000, sparse=False), tokens).touched == (1000 * 16, 2 * 16, 2)
+
+
 def test_optimizer_with_more_state_costs_more():
     sgd = prenet.predict(SmallCnn(), batch=16, gpu="T4", input_shape=(3, 16, 16), optimizer="sgd_plain")
     adam = prenet.predict(SmallCnn(), batch=16, gpu="T4", input_shape=(3, 16, 16), optimizer="adam")

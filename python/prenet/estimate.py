@@ -32,6 +32,10 @@ OPTIMIZERS = {"sgd": "sgd_momentum", "sgd_nesterov": "sgd_momentum", "sgd_plain"
 # Those whose PyTorch optimizer refuses a sparse gradient (an embedding with sparse=True): "Adam does not support
 # sparse gradients, please consider SparseAdam instead" (torch.optim, 1.13 and 2.x).
 DENSE_ONLY_OPTIMIZERS = {"adam": "Adam", "adamw": "AdamW", "rmsprop": "RMSprop"}
+# Those whose update of a parameter with a sparse gradient touches only its rows there (torch.optim: plain SGD adds
+# the sparse gradient; Adagrad's sparse branch updates its state and the weights at the gradient's indices). With
+# momentum, SGD's buffer is costed dense.
+SPARSE_UPDATES = {"sgd_plain", "adagrad"}
 
 
 # What an estimate says of a GPU whose vendor no fitted GPU shares (prenet.uncertainty.extrapolation).
@@ -361,12 +365,14 @@ def _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, c
         # the CPU's layer operator or a cell's operators, or cuDNN's calls
         return [op for op in ops if op.runs_on in ("", "cuda" if on_gpu else "cpu")]
 
-    ops = runs_here(traced.ops_by_size[size])
+    ops_step = traced.ops_by_size[size]
+    ops = runs_here(ops_step)
     issue_us = functools.lru_cache(None)(lambda kind: launch_gap.issue_us(kind, gaps) if on_gpu else 0.0)
     gaps_ms = launch_gap.kind_gaps_ms(device, gaps) if gap_in_kernels else {}
     works, ms, basis, spread = _device_times(ops, native, catalog, device, OPTIMIZERS[optimizer], precision, gaps_ms,
                                              with_cuda_core=with_spread)
-    parameters = traced.trainable
+    # an optimizer with a sparse update touches only the rows a sparse gradient holds (StepOps.touched)
+    parameters = list(ops_step.touched) if optimizer in SPARSE_UPDATES else traced.trainable
     # PyTorch's optimizers default to their multi-tensor (foreach) path when every parameter is on a CUDA device:
     # each of the update's kernels then covers all tensors at once; on the CPU they loop over tensors.
     groups = [float(sum(parameters))] if on_gpu and parameters else [float(n) for n in parameters]

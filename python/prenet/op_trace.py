@@ -60,14 +60,17 @@ class StepOps(list):
     """The operators of one training step (Op, in the order they ran), with `module_calls`: how many times the
     model's modules were called in it (a module called three times counts three: each call runs its Python), and
     `updated`: the sizes of the parameters its backward pass gave a gradient, the ones an optimizer updates
-    (PyTorch's skip a parameter without one: unused, or used only without gradients)."""
+    (PyTorch's skip a parameter without one: unused, or used only without gradients), and `touched`: the elements of
+    each that its gradient holds, its size where the gradient is dense, the rows looked up times their width where it
+    is sparse (an embedding with sparse=True), which an optimizer with a sparse update touches alone."""
     module_calls = 0
-    updated = ()
+    updated = touched = ()
 
     @classmethod
-    def of(cls, ops, module_calls, updated=()):
+    def of(cls, ops, module_calls, updated=(), touched=None):
         found = cls(ops)
         found.module_calls, found.updated = module_calls, tuple(updated)
+        found.touched = found.updated if touched is None else tuple(touched)
         return found
 
 
@@ -434,6 +437,10 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
             recorder.phase, recorder.modules = "backward", []
             loss.backward()
             updated = [p.numel() for p in model.parameters() if p.grad is not None]  # the twins, on meta
+            recorder.paused = True  # reading a sparse gradient's values is no work of the step
+            touched = [p.grad._values().numel() if p.grad.is_sparse else p.numel() for p in model.parameters()
+                       if p.grad is not None]
+            recorder.paused = False
     except NotTrainable:
         raise
     except Exception as error:
@@ -446,7 +453,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
             handle.remove()
         if not meta:
             model.zero_grad(set_to_none=True)
-    return StepOps.of(recorder.ops, calls[0], updated)
+    return StepOps.of(recorder.ops, calls[0], updated, touched)
 
 
 def trace_meta(model, make_inputs, size, autocast=False, attribute=True, scripted=None):
@@ -518,7 +525,9 @@ def at_batch(traces, batch, model=None, make_inputs=None, autocast=False):
                         all(isinstance(v, int) for v in list(x) + list(y)) and tuple(x) != tuple(y) else x
                         for x, y in zip(small.arguments, large.arguments)]
         ops.append(op)
-    return StepOps.of(ops, first.module_calls, first.updated)
+    # a sparse gradient's rows grow with the batch, as shapes do
+    touched = [_scale((x,), (y,), batch)[0] for x, y in zip(first.touched, second.touched)]
+    return StepOps.of(ops, first.module_calls, first.updated, touched)
 
 
 def trace_batches(model, make_inputs, sizes, autocast=False, attribute=True, progress=False):

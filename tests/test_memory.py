@@ -215,3 +215,29 @@ def test_compare_judges_a_large_data_set_streamed_and_resident_apart():
     row = table.iloc[0]
     assert bool(row["fits"]) and not bool(row["fits_resident"])
     assert row["memory_gib"] < 1 < 22 < row["resident_memory_gib"]
+
+
+class SparseLookup(nn.Module):
+    """A table with sparse gradients looked up 5 times a sample; `branching`: a data-dependent branch that the meta
+    device cannot take, so memory is measured for real at two small batches."""
+
+    def __init__(self, branching=False):
+        super().__init__()
+        self.table, self.head, self.branching = nn.Embedding(100_000, 16, sparse=True), nn.Linear(16, 2), branching
+
+    def forward(self, tokens):
+        pooled = self.table(tokens).mean(1)
+        if self.branching and bool(tokens.sum() >= 0):
+            pooled = pooled * 2
+        return self.head(pooled)
+
+
+@pytest.mark.parametrize("branching", [False, True])
+def test_a_sparse_gradient_holds_the_rows_looked_up_and_the_state_stays_dense(branching):
+    tokens = torch.randint(0, 100_000, (1, 5))
+    for optimizer, state_per_element in (("sgd_plain", 0), ("sgd", 4), ("adagrad", 4)):
+        got = prenet.training_memory(SparseLookup(branching), batch=64, example_input=tokens, dataset_size=128,
+                                     optimizer=optimizer)
+        head = (16 * 2 + 2) * 4
+        assert got.gradients == 64 * 5 * (16 * 4 + 8) + head  # each looked-up row's values and its int64 index
+        assert got.optimizer_state == state_per_element * (100_000 * 16 + 16 * 2 + 2)

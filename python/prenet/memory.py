@@ -12,6 +12,7 @@ torchvision models (16 cases; the worst, 36% under, is ResNet-18 at batch 16, me
 library's attention saved none. Not modelled: cuDNN's and cuBLAS's workspaces, the allocator's rounding and
 fragmentation, and the CUDA context.
 """
+import contextlib
 from dataclasses import dataclass
 
 from .lazy_modules import initialized
@@ -67,10 +68,9 @@ def saved_activations(model, inputs, autocast=False, updated=None):
     """Bytes of the tensors the forward pass and loss of `model` on `inputs` save for the backward pass, at their
     peak (prenet.saved_tensors: each storage once, the model's parameters and buffers left out; under activation
     checkpointing, the segments' inputs and the largest segment's saves), run on the device `inputs` are on
-    (meta: the model's weights are given meta twins for the run, prenet.meta_model). `updated`, a list, gets the
-    bytes of each parameter the step updates (updated_parameters)."""
-    import contextlib
-
+    (meta: the model's weights are given meta twins for the run, prenet.meta_model). `updated`, a list, gets for each
+    parameter the step updates (updated_parameters) its bytes and its gradient's: the same where the gradient is
+    dense, the rows looked up (with their int64 indices) where it is sparse (an embedding with sparse=True)."""
     import torch
 
     from .autocast_policy import CudaAutocast
@@ -80,15 +80,39 @@ def saved_activations(model, inputs, autocast=False, updated=None):
     from .sync_batchnorm import as_on_one_gpu
 
     meta = any(t.is_meta for t in tensors(inputs))
-    with weights_on_meta(model) if meta else contextlib.nullcontext(), as_on_one_gpu(model):
+    lookups = {}  # the weight of each sparse embedding -> the indices it looked up in the step
+    with weights_on_meta(model) if meta else contextlib.nullcontext(), as_on_one_gpu(model), \
+            sparse_lookups_counted(model, lookups):
         saved = SavedTensors(excluded={storage_key(t) for t in (*model.parameters(), *model.buffers())})
         with torch.autograd.graph.saved_tensors_hooks(saved.pack_own, lambda tensor: tensor), \
                 segments_followed(saved), made_order(saved):
             with CudaAutocast() if autocast else contextlib.nullcontext():
                 loss = training_loss(call(model, inputs))
         if updated is not None:
-            updated += [p.numel() * p.element_size() for p in updated_parameters(loss, model)]
+            for p in updated_parameters(loss, model):
+                rows = lookups.get(id(p))
+                dense = p.numel() * p.element_size()
+                # a sparse gradient: the looked-up rows' values and an int64 index for each
+                updated.append((dense, dense if rows is None else rows * (p.shape[-1] * p.element_size() + 8)))
         return saved.peak_bytes()
+
+
+@contextlib.contextmanager
+def sparse_lookups_counted(model, lookups):
+    """Within it, each call of an embedding of `model` with sparse=True adds the indices it looks up to
+    `lookups[id(weight)]` (the weight as the call sees it: a meta twin inside weights_on_meta)."""
+    import torch
+
+    def count(module, inputs, output):
+        lookups[id(module.weight)] = lookups.get(id(module.weight), 0) + inputs[0].numel()
+
+    handles = [module.register_forward_hook(count) for module in model.modules()
+               if isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and module.sparse]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def updated_parameters(loss, model):
@@ -133,16 +157,20 @@ def training_memory(model, batch=32, input_shape=None, example_input=None, datas
                 with factories_on_meta():
                     activations = saved_activations(model, make_inputs(batch, "meta"), autocast, updated)
         except Exception:  # the model needs real data somewhere: two small batches for real, linear in the batch
-            updated = []
+            at = {b: [] for b in TRACE_BATCHES}
             with model_kept(model):
                 model.cpu()
-                small, large = ((saved_activations(model, make_inputs(b, "cpu"), autocast,
-                                                   updated if b == TRACE_BATCHES[0] else []),) for b in TRACE_BATCHES)
+                small, large = ((saved_activations(model, make_inputs(b, "cpu"), autocast, at[b]),)
+                                for b in TRACE_BATCHES)
             activations = max(0, _scale(small, large, batch)[0])  # as a trace's shapes are
+            # a sparse gradient's rows grow with the batch too
+            updated = [_scale(a, b, batch) for a, b in zip(*at.values())]
     return TrainingMemory(
         weights=sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers())),
-        gradients=sum(updated),
-        optimizer_state=STATE_PER_ELEMENT[optimizer] * sum(updated),
+        gradients=sum(gradient for _, gradient in updated),
+        # the state is dense (SGD's momentum buffer gathers every row a sparse gradient touches, Adagrad's sums are
+        # the table's)
+        optimizer_state=STATE_PER_ELEMENT[optimizer] * sum(dense for dense, _ in updated),
         data=_bytes(make_inputs(dataset_size, "meta")), activations=activations,
         batch_data=_bytes(make_inputs(min(batch, dataset_size), "meta")))
 

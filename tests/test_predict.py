@@ -10,7 +10,7 @@ import torch
 import torch.nn as nn
 
 import prenet
-from prenet import op_trace, predictors, uncertainty
+from prenet import op_costs, op_trace, predictors, uncertainty
 
 
 class SmallCnn(nn.Module):
@@ -274,7 +274,6 @@ def test_a_model_of_billions_of_weights_is_costed_in_streaming_kernels_the_add_k
     add-shaped kernels in rows of at most the add kind's longest row (it had refused the update: 'features =
     2684682240 is out of range'); a streaming kernel's time follows its elements, so twice the weights take twice as
     long."""
-    from prenet import op_costs
     from prenet._native import core
 
     add = next(kind for kind in core().layer_kinds() if kind["name"] == "add")
@@ -919,3 +918,26 @@ def test_a_command_line_factory_may_return_its_model_with_an_example_input(run_p
     refused = run_prenet("predict", "token_net.py:tokens_alone", "--gpu", "T4", "--batch", "8", "--input-shape", "12")
     assert refused.returncode != 0 and "'0' is an embedding" in refused.stderr
     assert "a factory returning (model, example input)" in refused.stderr
+
+
+def test_views_and_metadata_operators_run_no_kernel():
+    """Operators that only make views or change metadata are costed nothing on the device (they had been costed as
+    traffic of their tensors: a diagonal, an unfold, a complex tensor's real view, an in-place restride)."""
+    x = torch.randn(6, 6)
+
+    class Views(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = nn.Parameter(torch.ones(6))
+
+        def forward(self, x):
+            parts = [x.diagonal(), x.unfold(1, 2, 2).sum((-1, -2)), torch.view_as_real(x.to(torch.complex64))[..., 0]
+                     .sum(-1), x.t().contiguous().sum(-1)]
+            return sum(parts) * self.scale
+
+    ops = op_trace.trace_once(Views(), x)
+    recorded = {op.name.split(".")[0] for op in ops}
+    assert {"diagonal", "unfold", "view_as_real"} <= recorded
+    for op in ops:
+        if op.name.split(".")[0] in ("diagonal", "unfold", "view_as_real"):
+            assert op_costs.work_of(op) is None, op.name

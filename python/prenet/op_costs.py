@@ -15,7 +15,8 @@ VIEWS = {"view", "_reshape_alias", "_unsafe_view", "reshape", "t", "transpose", 
          "squeeze", "unsqueeze_", "squeeze_", "slice", "select", "as_strided", "detach", "alias", "split",
          "split_with_sizes", "chunk", "unbind", "empty", "empty_like", "empty_strided", "lift_fresh", "numpy_T",
          "_to_copy_noop", "new_empty", "new_empty_strided", "expand_as", "view_as", "narrow", "unflatten", "flatten",
-         "is_same_size",
+         "is_same_size", "as_strided_", "t_", "transpose_", "swapaxes", "swapdims", "movedim", "moveaxis",
+         "diagonal", "unfold", "view_as_real", "view_as_complex", "_conj", "conj", "_neg_view", "real", "imag",
          # a sparse gradient (an embedding with sparse=True) is wrapped around its indices and values, no copy
          "_sparse_coo_tensor_with_dims_and_tensors", "_indices", "_values", "indices", "values", "_coalesced_",
          "_nnz", "sparse_dim", "dense_dim", "is_coalesced"}

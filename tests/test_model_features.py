@@ -103,3 +103,42 @@ def test_every_convolution_module_maps_to_a_kind_with_its_exact_work():
                 8 * 64 * 60 * 8 * 4 * 2 + 8 * 8 * 122, 8 * 8 * 118 * 8 * 3 * 2 + 8 * 8 * 118]
     assert convolutions["forward_flops"].tolist() == expected
 
+
+
+class SelfAttention(torch.nn.Module):
+    """Self-attention called with keywords, as torchvision's ViT calls it (a forward hook sees no inputs then), or
+    positionally."""
+
+    def __init__(self, keywords):
+        super().__init__()
+        self.attention, self.keywords = torch.nn.MultiheadAttention(32, 4, batch_first=True), keywords
+
+    def forward(self, x):
+        if self.keywords:
+            return self.attention(query=x, key=x, value=x, need_weights=False)[0]
+        return self.attention(x, x, x, need_weights=False)[0]
+
+
+def test_attention_called_with_keywords_is_mapped_as_called_positionally():
+    model = SelfAttention(keywords=True)
+    keyword = prenet.model_features(model, batch=8, input_shape=(10, 32))
+    positional = prenet.model_features(SelfAttention(keywords=False), batch=8, input_shape=(10, 32))
+    assert keyword.equals(positional) and list(keyword["kind"]) == ["multihead_attention"]
+    assert keyword.loc[0, "seq_len"] == 10 and "forward" not in vars(model.attention)  # left as it was
+
+
+class Branching(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc(x * 2 if bool(x.sum() > 0) else x)
+
+
+def test_the_walk_runs_on_meta_and_for_real_where_the_model_needs_values():
+    # a model kept in fp16: torch 1.13 has no CPU kernels for it, the meta walk needs none
+    half = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 2)).half()
+    assert list(prenet.model_features(half, batch=8, input_shape=(16,))["kind"]) == ["linear", "relu", "linear"]
+    # a data-dependent branch, which meta tensors cannot take: walked for real
+    assert list(prenet.model_features(Branching(), batch=8, input_shape=(16,))["kind"]) == ["linear"]

@@ -6,6 +6,7 @@ no layer kind of the table covers yet are listed with a note, never dropped. Mod
 operations written as functions (a residual `out += identity`, `torch.matmul` in hand-written attention) are
 outside this table; the per-operation walk of the predictor counts them.
 """
+import contextlib
 import functools
 import math
 
@@ -14,7 +15,9 @@ from .fused_recurrent import arguments_of, configuration
 from .layers import layer_features
 from .lazy_modules import initialized
 from .model_inputs import call, input_maker, map_tensors, rejected
+from .meta_model import weights_on_meta
 from .model_state import in_mode
+from .op_trace import factories_on_meta
 from .sync_batchnorm import as_on_one_gpu
 
 
@@ -157,6 +160,37 @@ def _example_input(model, input_shape, example_input):
     return map_tensors(lambda tensor: tensor.to(device), input_maker(model, input_shape, example_input)(1))
 
 
+@contextlib.contextmanager
+def attention_inputs_recorded(model, seen):
+    """Within it, each call of a MultiheadAttention of `model` appends its (query, key, value) to `seen[id(module)]`,
+    however they were passed: a forward hook sees positional inputs only (torch 1.13), and torchvision's ViT passes
+    them by keyword."""
+    import inspect
+
+    import torch
+
+    def recorder(module):
+        forward, signature = module.forward, inspect.signature(type(module).forward)
+
+        def recorded(*args, **kwargs):
+            try:
+                bound = signature.bind(module, *args, **kwargs).arguments
+            except TypeError:  # a call PyTorch refuses: its own error
+                return forward(*args, **kwargs)
+            seen.setdefault(id(module), []).append((bound["query"], bound["key"], bound["value"]))
+            return forward(*args, **kwargs)
+        return recorded
+
+    patched = [module for module in model.modules() if isinstance(module, torch.nn.MultiheadAttention)]
+    for module in patched:
+        module.forward = recorder(module)
+    try:
+        yield
+    finally:
+        for module in patched:
+            del module.forward
+
+
 def model_features(model, batch=32, gpu="V100", input_shape=None, example_input=None):
     """DataFrame of every leaf-module call of `model` with its layer kind and native features.
 
@@ -171,10 +205,10 @@ def model_features(model, batch=32, gpu="V100", input_shape=None, example_input=
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
         raise ValueError(f"batch must be an integer >= 1, got {batch!r}")
     find_gpu(gpu)
-    model = initialized(model, input_maker(model, input_shape, example_input))  # lazy modules: a copy, shaped
-    sample = _example_input(model, input_shape, example_input)
+    make_inputs = input_maker(model, input_shape, example_input)
+    model = initialized(model, make_inputs)  # lazy modules: a copy, shaped
     mappers = _mappers()
-    calls, started = [], []
+    calls, started, keyword = [], [], {}
 
     def record(name):
         def hook(module, inputs, output):
@@ -192,14 +226,25 @@ def model_features(model, batch=32, gpu="V100", input_shape=None, example_input=
             label = name or type(module).__name__
             handles.append(module.register_forward_pre_hook(mark_start(label)))
             handles.append(module.register_forward_hook(record(label)))
-    try:
+    def walk(sample, meta):
         # Eval mode keeps batch statistics and dropout out of the walk; gradients stay enabled because
         # torch's fused inference fast paths (TransformerEncoderLayer, MultiheadAttention) would skip submodules.
-        with in_mode(model, False), as_on_one_gpu(model):
+        calls.clear(), started.clear(), keyword.clear()
+        plain = contextlib.nullcontext
+        with in_mode(model, False), as_on_one_gpu(model), weights_on_meta(model) if meta else plain(), \
+                factories_on_meta() if meta else plain(), attention_inputs_recorded(model, keyword):
             call(model, sample)
-    except Exception as error:
-        where = started[-1] if started else "before any module"
-        raise rejected(where, sample, error, model) from error
+
+    try:
+        try:  # on meta tensors: no arithmetic, and any dtype (a 2-byte model has no CPU kernels in torch 1.13)
+            walk(make_inputs(1, "meta"), meta=True)
+        except Exception:  # a model that needs values (a data-dependent branch, a packed sequence's lengths)
+            sample = _example_input(model, input_shape, example_input)
+            try:
+                walk(sample, meta=False)
+            except Exception as error:
+                where = started[-1] if started else "before any module"
+                raise rejected(where, sample, error, model) from error
     finally:
         for handle in handles:
             handle.remove()
@@ -207,6 +252,8 @@ def model_features(model, batch=32, gpu="V100", input_shape=None, example_input=
     rows, seen = [], {}
     covered_prefixes = tuple(name + "." for name, module in model.named_modules() if name and type(module) in mappers)
     for name, module, inputs, output in calls:
+        if id(module) in keyword:  # a MultiheadAttention: its inputs however they were passed
+            inputs = keyword[id(module)].pop(0)
         if name.startswith(covered_prefixes):
             continue  # a child of a covered module (e.g. MultiheadAttention.out_proj)
         seen[name] = seen.get(name, 0) + 1

@@ -15,9 +15,7 @@ from .fused_recurrent import arguments_of, configuration
 from .layers import layer_features
 from .lazy_modules import initialized
 from .model_inputs import call, input_maker, map_tensors, rejected
-from .meta_model import weights_on_meta
 from .model_state import in_mode
-from .op_trace import factories_on_meta
 from .sync_batchnorm import as_on_one_gpu
 
 
@@ -226,6 +224,9 @@ def model_features(model, batch=32, gpu="V100", input_shape=None, example_input=
             label = name or type(module).__name__
             handles.append(module.register_forward_pre_hook(mark_start(label)))
             handles.append(module.register_forward_hook(record(label)))
+    from .meta_model import weights_on_meta  # both import torch, which `import prenet` leaves unloaded
+    from .op_trace import factories_on_meta
+
     def walk(sample, meta):
         # Eval mode keeps batch statistics and dropout out of the walk; gradients stay enabled because
         # torch's fused inference fast paths (TransformerEncoderLayer, MultiheadAttention) would skip submodules.

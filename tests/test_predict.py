@@ -773,6 +773,14 @@ def test_plot_shows_the_layers_by_share():
     top = estimate.layers.sort_values("step_share", ascending=False).head(3)["name"].tolist()
     assert sorted(labels) == sorted(top)
     assert len(ax.patches) == 6  # forward and backward bars of three layers
+    # the bars are device time: a host-bound step says what set its pace instead
+    assert estimate.bound == "host" and f"the host's {estimate.host_ms:.1f} ms a step set the pace" in ax.get_title()
+    long_names = nn.Sequential()
+    long_names.add_module("an_encoder_block_with_a_long_descriptive_name", nn.Linear(16, 16))
+    long_names.add_module("a_classification_head_with_a_long_name", nn.Linear(16, 2))
+    ax = prenet.predict(long_names, batch=8, gpu="V100", input_shape=(16,)).plot()
+    renderer = ax.figure.canvas.get_renderer()  # long module names are not cut off at the figure's edge
+    assert all(label.get_window_extent(renderer).x0 >= 0 for label in ax.get_yticklabels())
 
 
 def test_estimates_say_how_far_they_extrapolate():

@@ -46,7 +46,8 @@ def _comparison_class():
             import matplotlib.pyplot as plt
 
             rows = self.head(top).iloc[::-1]
-            if ax is None:
+            made = ax is None
+            if made:
                 _, ax = plt.subplots(figsize=(8, 0.35 * len(rows) + 1.5))
             low = rows["epoch_seconds"] - rows["interval_low_s"]
             high = rows["interval_high_s"] - rows["epoch_seconds"]
@@ -61,6 +62,8 @@ def _comparison_class():
                     ax.annotate(" " + "; ".join(notes), (seconds, y), va="center", fontsize=8)
             ax.set_xlabel("predicted seconds per epoch (80% interval)")
             ax.set_title("Which GPU: epoch time and cost")
+            if made:
+                ax.figure.tight_layout()  # room for long GPU names
             return ax
 
     return Comparison

@@ -127,13 +127,20 @@ class Estimate:
         import matplotlib.pyplot as plt
 
         table = self.layers.sort_values("step_share", ascending=False).head(top).iloc[::-1]
-        if ax is None:
+        made = ax is None
+        if made:
             _, ax = plt.subplots(figsize=(8, 0.35 * len(table) + 1.5))
         ax.barh(table["name"], table["forward_ms"], label="forward")
         ax.barh(table["name"], table["backward_ms"], left=table["forward_ms"], label="backward")
         ax.set_xlabel("device milliseconds per step")
-        ax.set_title(f"Where the step goes: batch {self.batch} on {self.gpu}")
+        title = f"Where the step goes: batch {self.batch} on {self.gpu}"
+        if self.bound == "host":  # the bars are device time, which does not set this step's pace
+            title += (f"\nhost-bound: the host's {self.host_ms:.1f} ms a step set the pace, the device's work is "
+                      f"{self.device_ms:.1f} ms")
+        ax.set_title(title)
         ax.legend()
+        if made:
+            ax.figure.tight_layout()  # room for long module names
         return ax
 
 

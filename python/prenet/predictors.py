@@ -212,8 +212,10 @@ def predict_layer(kind, gpu="V100", mode="forward", optimizer="sgd", precision="
     the kinds and keys of prenet.layer_features; `gpu` a catalog name or "cpu". A bundle with a predictor of the
     whole step serves "train" directly; otherwise the step's parts of layer_time are summed. `precision`: "fp32"
     (PyTorch's defaults), "fp32_strict" (no TF32), "tf32" (matmuls on TF32 tensor cores too, GPUs only), "bf16" or
-    "fp16" (the layer on 2-byte tensors, GPUs only). Unknown kinds, keys, devices, modes, optimizers or
-    precisions raise ValueError."""
+    "fp16" (the layer on 2-byte tensors, GPUs only). `optimizer` (mode "train"): the layer data's names, "sgd"
+    being plain SGD, as the training steps were timed, and "sgd_momentum", "adam", "adamw", "rmsprop", "adagrad"
+    (prenet.predict's "sgd" is SGD with momentum 0.9, the protocol's: "sgd_momentum" here). Unknown kinds, keys,
+    devices, modes, optimizers or precisions raise ValueError."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     check_precision(precision, gpu)

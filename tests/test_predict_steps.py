@@ -397,6 +397,13 @@ def test_training_time_chains_steps_with_the_step_time():
                                         runs=1)
     assert unreached.steps is None and unreached.total_seconds is None
     assert "not reached within 50 predicted steps (lowest predicted loss" in repr(unreached)
+    # several target losses: each one's steps, epochs, seconds and cost, in their order (it had failed in divmod)
+    several = prenet.predict_training(model, data, gpu="V100", batch=5, lr=0.5, target_loss=[0.8, 1e-6],
+                                      max_steps=500, runs=1, price_per_hour=2.0)
+    assert several.steps == [steps, None] and several.epochs == [steps / math.ceil(SAMPLES / 5), None]
+    assert several.total_seconds[0] == pytest.approx(by_target.total_seconds) and several.total_seconds[1] is None
+    assert several.cost == [pytest.approx(by_target.total_seconds / 3600 * 2.0), None]
+    assert f"loss 0.8 in {steps} steps" in repr(several) and "loss 1e-06 not reached" in repr(several)
     on_h100 = prenet.predict_training(model, data, gpu="H100", batch=5, epochs=1)
     assert on_h100.cost == pytest.approx(on_h100.total_seconds / 3600 * 2.95)   # data/gpu_prices.csv
     with pytest.raises(ValueError, match="exactly one of epochs"):

@@ -24,6 +24,19 @@ class TrainingTime:
     steps_prediction: object = field(repr=False)
 
     def __repr__(self):
+        if isinstance(self.steps, list):  # several target losses
+            def each(target, steps, seconds, cost):
+                if steps is None:
+                    return f"loss {target:.4g} not reached"
+                return (f"loss {target:.4g} in {steps} steps, {seconds:.4g} s"
+                        + ("" if cost is None else f", cost {cost:.4g}"))
+            reached = "; ".join(each(*row) for row in zip(self.steps_prediction.target_loss, self.steps,
+                                                          self.total_seconds, self.cost))
+            shortfall = ("" if all(self.steps) else f" (within {self.steps_prediction.max_steps} predicted steps: "
+                         f"{self.steps_prediction.shortfall()})")
+            price = "" if self.price_per_hour is None else f", at {self.price_per_hour:g} per hour"
+            return (f"<prenet training time on {self.gpu}, {1e3 * self.estimate.step_seconds:.2f} ms per step of "
+                    f"batch {self.batch}: {reached}{shortfall}{price}>")
         if self.steps is None:
             return (f"<prenet training time: the target loss is not reached within "
                     f"{self.steps_prediction.max_steps} predicted steps ({self.steps_prediction.shortfall()}); "
@@ -40,12 +53,12 @@ class TrainingTime:
 def predict_training(model, dataset, gpu="V100", batch=32, lr=0.01, momentum=0.0, loss="cross_entropy",
                      epochs=None, target_loss=None, price_per_hour=None, precision="fp32", optimizer=None,
                      **steps_options):
-    """Predicted total training time on `dataset` (see predict_steps for its form) on `gpu`: give either `epochs`
-    (then steps = epochs x ceil(N / batch)) or `target_loss` (SGD's steps predicted by predict_steps with `lr`,
-    `momentum`, `loss` and `steps_options`). The step time is prenet.predict's for this model, batch and data set
-    size, with `optimizer` (as predict takes it; with epochs only) or else SGD (with momentum when momentum > 0).
-    `price_per_hour` gives the cost (default: the catalog's USD price for the GPU where data/gpu_prices.csv has
-    one)."""
+    """Predicted total training time on `dataset` (see predict_steps for its form) on `gpu`: give either `epochs` (then
+    steps = epochs x ceil(N / batch)) or `target_loss` (SGD's steps predicted by predict_steps with `lr`,
+    `momentum`, `loss` and `steps_options`; a list of losses gives steps, epochs, seconds and cost as lists). The
+    step time is prenet.predict's for this model, batch and data set size, with `optimizer` (as predict takes it;
+    with epochs only) or else SGD (with momentum when momentum > 0). `price_per_hour` gives the cost (default: the
+    catalog's USD price for the GPU where data/gpu_prices.csv has one)."""
     if (epochs is None) == (target_loss is None):
         raise ValueError("give exactly one of epochs (a number > 0) and target_loss")
     if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or epochs <= 0):
@@ -72,14 +85,18 @@ def predict_training(model, dataset, gpu="V100", batch=32, lr=0.01, momentum=0.0
         steps_prediction = predict_steps(model, dataset, loss=loss, target_loss=target_loss, lr=lr, batch=batch,
                                          momentum=momentum, **steps_options)
         steps = steps_prediction.steps
-    if steps is None:
-        return TrainingTime(gpu=estimate.gpu, batch=batch, dataset_size=dataset_size, steps=None, epochs=None,
-                            total_seconds=None, cost=None, price_per_hour=price_per_hour, estimate=estimate,
-                            steps_prediction=steps_prediction)
-    # Whole epochs at the predicted epoch time (its last, partial batch included), the rest at full-batch steps.
-    whole, rest = divmod(steps, per_epoch)
-    total = whole * estimate.epoch_seconds + rest * estimate.step_seconds
-    cost = None if price_per_hour is None else total / 3600.0 * price_per_hour
-    return TrainingTime(gpu=estimate.gpu, batch=batch, dataset_size=dataset_size, steps=steps,
-                        epochs=steps / per_epoch, total_seconds=total, cost=cost, price_per_hour=price_per_hour,
-                        estimate=estimate, steps_prediction=steps_prediction)
+
+    def timed(count):  # (epochs, seconds, cost) of `count` steps; Nones for a target not reached
+        if count is None:
+            return None, None, None
+        # Whole epochs at the predicted epoch time (its last, partial batch included), the rest at full-batch steps.
+        whole, rest = divmod(count, per_epoch)
+        total = whole * estimate.epoch_seconds + rest * estimate.step_seconds
+        return count / per_epoch, total, None if price_per_hour is None else total / 3600.0 * price_per_hour
+
+    # a list of target losses (predict_steps takes one) gives a list of each, in its order
+    epochs, total, cost = (list(column) for column in zip(*map(timed, steps))) if isinstance(steps, list) \
+        else timed(steps)
+    return TrainingTime(gpu=estimate.gpu, batch=batch, dataset_size=dataset_size, steps=steps, epochs=epochs,
+                        total_seconds=total, cost=cost, price_per_hour=price_per_hour, estimate=estimate,
+                        steps_prediction=steps_prediction)

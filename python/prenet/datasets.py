@@ -34,11 +34,14 @@ KERNEL_COLUMN = "Kernel Name"
 
 
 def neusight_folder():
-    """../shared/data/neusight beside the repository (PRENET_NEUSIGHT overrides)."""
-    default = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "neusight"
-    if not default.exists():
-        default = Path.cwd() / ".." / "shared" / "data" / "neusight"
-    return Path(os.environ.get("PRENET_NEUSIGHT", default)).resolve()
+    """../shared/data/neusight beside the repository (PRENET_NEUSIGHT overrides): beside the source tree this module
+    is in, else beside the working directory or the nearest folder above it that has one (a script run from the
+    repository's bench/ with the package installed elsewhere)."""
+    if "PRENET_NEUSIGHT" in os.environ:
+        return Path(os.environ["PRENET_NEUSIGHT"]).resolve()
+    beside = [Path(__file__).resolve().parents[2], Path.cwd(), *Path.cwd().parents]
+    candidates = [folder / ".." / "shared" / "data" / "neusight" for folder in beside]
+    return next((c for c in candidates if c.exists()), candidates[1]).resolve()
 
 
 TIMINGS = ("latency", "device")

@@ -179,14 +179,19 @@ def attention_inputs_recorded(model, seen):
             return forward(*args, **kwargs)
         return recorded
 
-    patched = [module for module in model.modules() if isinstance(module, torch.nn.MultiheadAttention)]
+    # each attention module with a forward of its own instance's (a user's patch), if any, to put back after
+    patched = {module: vars(module).get("forward") for module in model.modules()
+               if isinstance(module, torch.nn.MultiheadAttention)}
     for module in patched:
         module.forward = recorder(module)
     try:
         yield
     finally:
-        for module in patched:
-            del module.forward
+        for module, own in patched.items():
+            if own is None:
+                del module.forward
+            else:
+                module.forward = own
 
 
 def model_features(model, batch=32, gpu="V100", input_shape=None, example_input=None):

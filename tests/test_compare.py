@@ -53,6 +53,9 @@ def test_bad_requests_are_named():
         prenet.compare(small_model(), gpus=[], input_shape=(3, 16, 16))
     with pytest.raises(ValueError, match="unknown GPU 'T4,V100'"):   # a list, not one comma-separated string
         prenet.compare(small_model(), gpus="T4,V100", input_shape=(3, 16, 16))
+    with pytest.raises(ValueError, match=r"compare ranks GPUs, and 'cpu' is none: .*prenet.predict\(model, "
+                                         r"gpu='cpu'\)"):  # which predict takes
+        prenet.compare(small_model(), gpus=["V100", "cpu"], input_shape=(3, 16, 16))
 
 
 def test_one_gpu_may_be_named_alone():

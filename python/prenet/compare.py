@@ -87,6 +87,9 @@ def compare(model, batch=32, gpus="all", price_per_hour=None, input_shape=None, 
     names = list(catalog_frame()["name"]) if gpus == "all" else [gpus] if isinstance(gpus, str) else gpus
     if not names:
         raise ValueError('gpus must be "all", a GPU name or a non-empty list of GPU names')
+    if any(isinstance(name, str) and name.lower() == "cpu" for name in names):
+        raise ValueError("compare ranks GPUs, and 'cpu' is none: for this machine's CPU, prenet.predict(model, "
+                         "gpu='cpu')")
     canonical = [find_gpu(name)["name"] for name in names]          # unknown names fail here, with suggestions
     for name in canonical:
         resolve(name)

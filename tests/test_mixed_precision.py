@@ -328,3 +328,27 @@ def test_recurrent_layers_fed_by_a_low_precision_product_are_cast_as_autocast_ca
     assert len(recurrent_ops) == 4 and {op.dtype for op in recurrent_ops} == {"bfloat16"}
     assert prenet.predict(model, batch=4, gpu="A100", precision="bf16", dataset_size=8,
                           example_input=torch.randint(100, (1, 7))).step_seconds > 0
+
+
+def test_precision_names_are_taken_in_any_case_and_an_unknown_one_is_refused_everywhere():
+    """As optimizer names are: "BF16" is "bf16" for predict, compare, training_memory, measure and the layer
+    functions; an unknown name is refused by each (training_memory had taken one as fp32)."""
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 2))
+    run = dict(batch=8, input_shape=(16,), dataset_size=16)
+    upper, lower = (prenet.predict(model, gpu="A100", precision=name, **run) for name in ("BF16", "bf16"))
+    assert upper.precision == "bf16" and upper.step_seconds == lower.step_seconds
+    assert prenet.compare(model, gpus=["A100"], precision="Bf16", progress=False, **run)["epoch_seconds"].iloc[0] == \
+        pytest.approx(lower.epoch_seconds, rel=1e-12)
+    assert prenet.training_memory(model, precision="BF16", **run) == prenet.training_memory(model, precision="bf16",
+                                                                                            **run)
+    assert prenet.measure(model, device="cpu", precision="FP32", **run).precision == "fp32"
+    assert prenet.predict_layer("linear", gpu="A100", precision="BF16", batch=8, seq_len=1, in_features=64,
+                                out_features=64) == prenet.predict_layer("linear", gpu="A100", precision="bf16",
+                                                                         batch=8, seq_len=1, in_features=64,
+                                                                         out_features=64)
+    for call in (lambda: prenet.predict(model, gpu="A100", precision="bf17", **run),
+                 lambda: prenet.compare(model, gpus=["A100"], precision="bf17", progress=False, **run),
+                 lambda: prenet.training_memory(model, precision="bf17", **run),
+                 lambda: prenet.measure(model, device="cpu", precision="bf17", **run)):
+        with pytest.raises(ValueError, match="unknown precision 'bf17'; known: fp32"):
+            call()

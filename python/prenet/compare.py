@@ -12,7 +12,7 @@ from .estimate import _check, estimate_traced, trace_steps
 from .lazy_modules import initialized
 from .memory import GIB, training_memory
 from .model_inputs import input_maker
-from .predictors import UnsupportedPrecision, resolve, served_as
+from .predictors import UnsupportedPrecision, check_precision, resolve, served_as
 
 PACKAGED_PRICES = Path(__file__).resolve().parent / "data" / "gpu_prices.csv"
 
@@ -83,7 +83,8 @@ def compare(model, batch=32, gpus="all", price_per_hour=None, input_shape=None, 
     `progress`: as prenet.predict's (a bar while a model is traced for real, once that has taken two seconds)."""
     import pandas as pd
 
-    batch, dataset_size, optimizer = _check(model, batch, dataset_size, optimizer, precision)
+    batch, dataset_size, optimizer = _check(model, batch, dataset_size, optimizer)
+    precision = check_precision(precision)
     names = list(catalog_frame()["name"]) if gpus == "all" else [gpus] if isinstance(gpus, str) else gpus
     if not names:
         raise ValueError('gpus must be "all", a GPU name or a non-empty list of GPU names')

@@ -212,8 +212,8 @@ def _warn_unmodelled(group, name):
                       "defaults", stacklevel=6)  # past this, optimizer_name, _check, predict and its wrapper
 
 
-def _check(model, batch, dataset_size, optimizer, precision=None):
-    """Rejects bad arguments of predict and measure by name; `precision` None: the caller checks its own.
+def _check(model, batch, dataset_size, optimizer):
+    """Rejects bad arguments of predict and measure by name (each checks its precision with check_precision).
     Returns (batch, dataset_size) as ints and the optimizer's name (optimizer_name)."""
     import torch
 
@@ -225,8 +225,6 @@ def _check(model, batch, dataset_size, optimizer, precision=None):
     for name, value in (("batch", batch), ("dataset_size", dataset_size)):
         if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r} ({type(value).__name__})")
-    if precision is not None:
-        check_precision(precision)
     return int(batch), int(dataset_size), optimizer_name(optimizer)
 
 
@@ -511,7 +509,8 @@ def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, d
     `prenet calibrate` was run, else with a warning). `progress`: a bar (stderr) while a model that cannot be
     traced on meta tensors is traced for real, once that has taken two seconds. Returns an Estimate."""
     batch, dataset_size, optimizer = _check(model, batch, dataset_size, optimizer)
-    check_precision(precision, gpu)  # an unknown precision or GPU, or a mixed one on the CPU, fails before tracing
+    # an unknown precision or GPU, or a mixed one on the CPU, fails before tracing
+    precision = check_precision(precision, gpu)
     native, catalog, device = resolve(gpu, bundle)
     if (catalog is host_catalog() and not isinstance(native, host_calibration.CalibratedBundle) and
             (other_host := unmeasured_host_warning(device))):
@@ -626,7 +625,7 @@ def estimate_traced(traced, batch, gpu, dataset_size, optimizer="sgd", precision
     """The Estimate of a model's Traced steps on `gpu`; UnsupportedPrecision where the GPU lacks the precision's
     type, or that of the model's own 2-byte weights. `host_costs`: used instead of the host's (prenet.host_cost);
     `calibrated`: False for the packaged bundles, as fitted (prenet.predictors.resolve)."""
-    check_precision(precision, gpu)
+    precision = check_precision(precision, gpu)
     optimizer = optimizer_name(optimizer)
     if traced.sparse_gradients and optimizer in DENSE_ONLY_OPTIMIZERS:
         names = ", ".join(map(repr, traced.sparse_gradients))

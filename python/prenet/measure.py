@@ -125,7 +125,7 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
     import torch
 
     batch, dataset_size, optimizer = _check(model, batch, dataset_size, optimizer)
-    check_precision(precision)
+    precision = check_precision(precision)
     if not isinstance(repeats, int) or repeats < 3:
         raise ValueError(f"repeats must be an integer >= 3 (the protocol times at least 3 epochs), got {repeats!r}")
     try:

@@ -142,8 +142,10 @@ def training_memory(model, batch=32, input_shape=None, example_input=None, datas
     from .estimate import MIXED_PRECISIONS, _check
     from .model_state import in_mode, model_kept
     from .op_trace import TRACE_BATCHES, _scale, factories_on_meta
+    from .predictors import check_precision
 
     batch, dataset_size, optimizer = _check(model, batch, dataset_size, optimizer)
+    precision = check_precision(precision)  # an unknown one had been taken as fp32
     make_inputs = input_maker(model, input_shape, example_input)
     model = initialized(model, make_inputs)  # lazy modules not yet run: a copy, with its shapes
     autocast = precision in MIXED_PRECISIONS

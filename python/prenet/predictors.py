@@ -174,13 +174,16 @@ class UnsupportedPrecision(ValueError):
 
 
 def check_precision(precision, gpu=None):
-    """Rejects an unknown precision by name, a mixed one on the host CPU (its predictors were measured in fp32
-    and CPU autocast follows other rules), and one the GPU has no rate for (UnsupportedPrecision, naming the GPU
-    and what to use instead)."""
-    if precision not in PRECISIONS:
+    """The precision's name as PRECISIONS spell it (in any case: "BF16" is "bf16", as optimizer names are taken);
+    rejects an unknown precision by name, a mixed one on the host CPU (its predictors were measured in fp32 and CPU
+    autocast follows other rules), and one the GPU has no rate for (UnsupportedPrecision, naming the GPU and what to
+    use instead)."""
+    named = precision.lower() if isinstance(precision, str) else precision
+    if named not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
+    precision = named
     if gpu is None:
-        return
+        return precision
     catalog, name = device_catalog(gpu)
     if precision in GPU_PRECISIONS and catalog is host_catalog():
         raise ValueError(f"precision {precision!r} is predicted for GPUs only (the host CPU's predictors were "
@@ -189,6 +192,7 @@ def check_precision(precision, gpu=None):
         core().matrix_tflops("linear", catalog, name, precision)
     except ValueError as error:
         raise UnsupportedPrecision(str(error)) from None
+    return precision
 
 
 def _configs(kind, config):
@@ -202,7 +206,7 @@ def layer_time(kind, gpu="V100", optimizer="sgd", precision="fp32", bundle=None,
     autograd recording for the backward), `backward_ms`, `optimizer_ms`, and `forward_ms` (the forward pass alone),
     each with its basis ("predicted" by a fitted predictor, composed of "kernels", a "roofline" bound, or "exact"
     zero)."""
-    check_precision(precision, gpu)
+    precision = check_precision(precision, gpu)
     native, catalog, name = resolve(gpu, bundle)
     return native.estimate(kind, _configs(kind, config), catalog, name, optimizer, precision)[0]
 
@@ -218,7 +222,7 @@ def predict_layer(kind, gpu="V100", mode="forward", optimizer="sgd", precision="
     devices, modes, optimizers or precisions raise ValueError."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    check_precision(precision, gpu)
+    precision = check_precision(precision, gpu)
     native, catalog, name = resolve(gpu, bundle)
     configs = _configs(kind, config)
     if mode == "train" and native.has(kind, "train"):

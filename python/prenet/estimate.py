@@ -376,8 +376,9 @@ def _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, c
     gaps_ms = launch_gap.kind_gaps_ms(device, gaps) if gap_in_kernels else {}
     works, ms, basis, spread = _device_times(ops, native, catalog, device, OPTIMIZERS[optimizer], precision, gaps_ms,
                                              with_cuda_core=with_spread)
-    # an optimizer with a sparse update touches only the rows a sparse gradient holds (StepOps.touched)
-    parameters = list(ops_step.touched) if optimizer in SPARSE_UPDATES else traced.trainable
+    # the tensors the step updates (StepOps.updated); an optimizer with a sparse update touches only the rows a sparse
+    # gradient holds (StepOps.touched)
+    parameters = list(ops_step.touched if optimizer in SPARSE_UPDATES else ops_step.updated)
     # PyTorch's optimizers default to their multi-tensor (foreach) path when every parameter is on a CUDA device:
     # each of the update's kernels then covers all tensors at once; on the CPU they loop over tensors.
     groups = [float(sum(parameters))] if on_gpu and parameters else [float(n) for n in parameters]
@@ -523,19 +524,17 @@ def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, d
 
 @dataclass
 class Traced:
-    """What predict costs on a device, found once (prenet.compare reuses it for every GPU): the operators of a step at
-    each batch size an epoch uses (`ops_by_size`), the epoch's batch sizes (`runs`: epoch_runs), how it was traced
-    ("meta" or "cpu", prenet.op_trace, and why it was traced for real), and of the model: the sizes of the tensors
-    the step updates (`trainable`: those its backward pass gives a gradient, StepOps.updated), its module calls in a
-    step (`modules`: a module called three times counts three) and the 2-byte dtypes among its weights. A meta trace
-    records no module per operator (what a step costs does not depend on it, and finding it is a tenth of the
-    trace): `retrace(size)` traces the step again with them when per-module tables are first asked for
-    (`attributed`); None where `ops_by_size` has them."""
+    """What predict costs on a device, found once (prenet.compare reuses it for every GPU): the operators of a step
+    at each batch size an epoch uses (`ops_by_size`), the epoch's batch sizes (`runs`: epoch_runs), how it was
+    traced ("meta" or "cpu", prenet.op_trace, and why it was traced for real), and of the model: its module calls in
+    a step (`modules`: a module called three times counts three) and the 2-byte dtypes among its weights (the
+    tensors a step updates are its StepOps.updated). A meta trace records no module per operator (what a step costs
+    does not depend on it, and finding it is a tenth of the trace): `retrace(size)` traces the step again with them
+    when per-module tables are first asked for (`attributed`); None where `ops_by_size` has them."""
     ops_by_size: dict
     runs: list
     how: str
     why_real: object
-    trainable: list
     modules: int
     narrow_weights: list
     retrace: object = None
@@ -571,8 +570,7 @@ def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None
                                                attribute=False,
                                                progress=progress)
     dtypes = {op_trace.dtype_names[dtype] for dtype in dtypes}
-    return Traced(ops, runs, how, why, list(ops[runs[0][0]].updated),
-                  ops[runs[0][0]].module_calls, sorted(dtypes & op_costs.NARROW_FLOATS.keys()),
+    return Traced(ops, runs, how, why, ops[runs[0][0]].module_calls, sorted(dtypes & op_costs.NARROW_FLOATS.keys()),
                   _meta_retrace(model, make_inputs, autocast) if how == "meta" else None,
                   _sparse_embeddings(model))
 

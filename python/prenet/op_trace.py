@@ -436,10 +436,10 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
                                        "a training step has no backward pass or update to time")
             recorder.phase, recorder.modules = "backward", []
             loss.backward()
-            updated = [p.numel() for p in model.parameters() if p.grad is not None]  # the twins, on meta
+            given = [p for p in model.parameters() if p.grad is not None]  # the twins, on meta
             recorder.paused = True  # reading a sparse gradient's values is no work of the step
-            touched = [p.grad._values().numel() if p.grad.is_sparse else p.numel() for p in model.parameters()
-                       if p.grad is not None]
+            updated, touched = ([p.numel() for p in given],
+                                [p.grad._values().numel() if p.grad.is_sparse else p.numel() for p in given])
             recorder.paused = False
     except NotTrainable:
         raise

@@ -572,15 +572,7 @@ def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None
     dtypes = {op_trace.dtype_names[dtype] for dtype in dtypes}
     return Traced(ops, runs, how, why, ops[runs[0][0]].module_calls, sorted(dtypes & op_costs.NARROW_FLOATS.keys()),
                   _meta_retrace(model, make_inputs, autocast) if how == "meta" else None,
-                  _sparse_embeddings(model))
-
-
-def _sparse_embeddings(model):
-    """Names of the embeddings of `model` that make sparse gradients (sparse=True)."""
-    import torch
-
-    return [name or type(module).__name__ for name, module in model.named_modules()
-            if isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and module.sparse]
+                  [name or type(module).__name__ for name, module in op_trace.sparse_embeddings(model)])
 
 
 def _check_weight_types(model, dtypes):

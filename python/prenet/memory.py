@@ -101,13 +101,12 @@ def saved_activations(model, inputs, autocast=False, updated=None):
 def sparse_lookups_counted(model, lookups):
     """Within it, each call of an embedding of `model` with sparse=True adds the indices it looks up to
     `lookups[id(weight)]` (the weight as the call sees it: a meta twin inside weights_on_meta)."""
-    import torch
+    from .op_trace import sparse_embeddings
 
     def count(module, inputs, output):
         lookups[id(module.weight)] = lookups.get(id(module.weight), 0) + inputs[0].numel()
 
-    handles = [module.register_forward_hook(count) for module in model.modules()
-               if isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and module.sparse]
+    handles = [module.register_forward_hook(count) for _, module in sparse_embeddings(model)]
     try:
         yield
     finally:

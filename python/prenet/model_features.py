@@ -15,7 +15,7 @@ from .fused_recurrent import arguments_of, configuration
 from .layers import layer_features
 from .lazy_modules import initialized
 from .model_inputs import call, input_maker, map_tensors, rejected
-from .model_state import in_mode
+from .model_state import forwards_replaced, in_mode
 from .sync_batchnorm import as_on_one_gpu
 
 
@@ -179,19 +179,9 @@ def attention_inputs_recorded(model, seen):
             return forward(*args, **kwargs)
         return recorded
 
-    # each attention module with a forward of its own instance's (a user's patch), if any, to put back after
-    patched = {module: vars(module).get("forward") for module in model.modules()
-               if isinstance(module, torch.nn.MultiheadAttention)}
-    for module in patched:
-        module.forward = recorder(module)
-    try:
+    with forwards_replaced({module: recorder(module) for module in model.modules()
+                            if isinstance(module, torch.nn.MultiheadAttention)}):
         yield
-    finally:
-        for module, own in patched.items():
-            if own is None:
-                del module.forward
-            else:
-                module.forward = own
 
 
 def model_features(model, batch=32, gpu="V100", input_shape=None, example_input=None):

@@ -28,6 +28,24 @@ def in_mode(model, training=None):
 
 
 @contextlib.contextmanager
+def forwards_replaced(replacements):
+    """Within the block, each module of `replacements` ({module: a forward for it}) calls that forward (an instance
+    attribute, as a user's patch would be); afterwards each calls its own again (its instance's own patch, if it had
+    one), also when the block fails."""
+    own = {module: vars(module).get("forward") for module in replacements}
+    for module, forward in replacements.items():
+        module.forward = forward
+    try:
+        yield
+    finally:
+        for module, forward in own.items():
+            if forward is None:
+                del module.forward
+            else:
+                module.forward = forward
+
+
+@contextlib.contextmanager
 def model_kept(model, cuda_devices=()):
     """Within the block, training steps may run on `model`, on another device. Afterwards, also when the block
     fails: every parameter and buffer has its values and device back (the same tensor objects, so an optimizer of

@@ -250,6 +250,14 @@ def _recorder(meta=False, direct=None):
     return Recorder()
 
 
+def sparse_embeddings(model):
+    """(name, module) of the embeddings of `model` with sparse=True, whose gradients are sparse: the rows looked up."""
+    import torch
+
+    return [(name, module) for name, module in model.named_modules()
+            if isinstance(module, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and module.sparse]
+
+
 def _traced_alone(model, make_inputs, size, autocast, partial):
     """The ops of a step of `size` samples, traced for real on the CPU; a ValueError (the model rejected the input)
     says, where the epoch has other batches (`partial`), that this is its last one."""

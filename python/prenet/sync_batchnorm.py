@@ -15,15 +15,8 @@ def as_on_one_gpu(model):
 
     from torch.nn.modules.batchnorm import SyncBatchNorm, _BatchNorm
 
-    layers = [(module, module.__dict__.get("forward")) for module in model.modules()
-              if isinstance(module, SyncBatchNorm)]
-    for layer, _ in layers:
-        layer.forward = types.MethodType(_BatchNorm.forward, layer)
-    try:
+    from .model_state import forwards_replaced
+
+    with forwards_replaced({module: types.MethodType(_BatchNorm.forward, module) for module in model.modules()
+                            if isinstance(module, SyncBatchNorm)}):
         yield model
-    finally:
-        for layer, own in layers:
-            if own is None:
-                del layer.forward
-            else:
-                layer.forward = own

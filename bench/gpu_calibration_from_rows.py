@@ -17,40 +17,25 @@ import tempfile
 import time
 from pathlib import Path
 
-import pandas as pd
-
 from prenet import gpu_calibration
-from prenet.datasets import collection_folders
-from prenet.host_calibration import native_layer
+from prenet.datasets import collection_folders, load_harness_rows
 from report import write_report
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results" / "gpu_calibration_from_rows.md"
 GPU = "NVIDIA H100 80GB HBM3"
 CALIBRATION = ROOT / "data" / "gpu" / "NVIDIA_H100_80GB_HBM3_calibration.json"
-# harness columns that are no configuration
-NOT_CONFIG = {"sample", "kind", "status", "error", "optimizer"}
 
 
 def harness_rows():
-    """[(harness kind, harness configuration, native kind, native configuration, forward ms)] of the H100 rows that
-    a calibration's reference layers could be: forward timed, a linear layer without a fused activation (as
-    calibrate times it)."""
-    rows = []
-    for folder in collection_folders(ROOT / "data" / "gpu", GPU.replace(" ", "_")):
-        for path in sorted(folder.glob("*.csv")):
-            table = pd.read_csv(path)
-            table = table[(table["status"] == "ok") & (table["forward_ms"] > 0)]
-            for record in table.to_dict("records"):
-                harness_kind = record["kind"]
-                if harness_kind == "linear" and record.get("activation") != "none":
-                    continue
-                config = {key: (int(value) if isinstance(value, float) and value.is_integer() else value)
-                          for key, value in record.items()
-                          if key not in NOT_CONFIG and not key.startswith(("forward", "train")) and value == value}
-                native, native_config = native_layer(harness_kind, config)
-                rows.append((harness_kind, config, native, native_config, float(record["forward_ms"])))
-    return rows
+    """[(native kind, native configuration, forward ms)] of the H100 rows that a calibration's reference layers could
+    be (datasets.load_harness_rows: a linear layer without a fused activation, as calibrate times it)."""
+    from prenet._native import core
+
+    keys = {kind["name"]: [p["name"] for p in kind["parameters"]] for kind in core().layer_kinds()}
+    tables = load_harness_rows(collection_folders(ROOT / "data" / "gpu", GPU.replace(" ", "_")))
+    return [(kind, {key: int(row[key]) for key in keys[kind] if key in table}, float(row["forward_ms"]))
+            for kind, table in tables.items() for row in table.to_dict("records") if row["forward_ms"] > 0]
 
 
 def evenly_by_rank(times, count):
@@ -61,19 +46,19 @@ def evenly_by_rank(times, count):
     return sorted({inside[round(j * (len(inside) - 1) / max(1, count - 1))][1] for j in range(min(count, len(inside)))})
 
 
-def calibration_file(rows, pick, folder, host_costs):
-    """A calibration file of the rows `pick(times, count)` chooses per calibrated kind; its path."""
-    kinds = {row["kind"] for row in json.loads(CALIBRATION.read_text())["layers"]}  # the kinds calibrate times
+def calibration_file(rows, pick, folder, kinds, host_costs):
+    """A calibration file of the rows `pick(times, count)` chooses for each of `kinds`; its path."""
     layers = []
     for kind in sorted(kinds):
-        of_kind = [row for row in rows if row[2] == kind]
+        of_kind = [row for row in rows if row[0] == kind]
         if not of_kind:
             continue
-        times = gpu_calibration._predicted_ms(kind, [row[3] for row in of_kind], GPU)
+        times = gpu_calibration._predicted_ms(kind, [row[1] for row in of_kind], GPU)
         for i in pick(times, gpu_calibration.PER_KIND):
-            harness_kind, config, native, native_config, forward_ms = of_kind[i]
-            layers.append({"harness_kind": harness_kind, "config": config, "kind": native,
-                           "native_config": native_config, "status": "ok", "error": "", "forward_ms": forward_ms})
+            _, native_config, forward_ms = of_kind[i]
+            # the record's harness fields name the native layer: the rows hold no other
+            layers.append({"harness_kind": kind, "config": native_config, "kind": kind, "native_config": native_config,
+                           "status": "ok", "error": "", "forward_ms": forward_ms})
     path = Path(folder) / f"{pick.__name__}.json"
     path.write_text(json.dumps({"format": gpu_calibration.FORMAT, "version": gpu_calibration.VERSION, "gpu": GPU,
                                 "layers": layers, "host_costs": host_costs, "date": time.strftime("%Y-%m-%d")}))
@@ -81,7 +66,8 @@ def calibration_file(rows, pick, folder, host_costs):
 
 
 def validated(calibration):
-    """The summary lines of bench/validate_h100.py run with `calibration` (None: uncalibrated)."""
+    """The summary lines of bench/validate_h100.py run with the calibration file `calibration` (None:
+    uncalibrated)."""
     with tempfile.TemporaryDirectory() as folder:
         out = Path(folder) / "report.md"
         command = [sys.executable, str(Path(__file__).parent / "validate_h100.py"), "--out", str(out)]
@@ -89,8 +75,7 @@ def validated(calibration):
             command += ["--gpu-calibration", str(calibration)]
         subprocess.run(command, check=True, capture_output=True, text=True, cwd=Path(__file__).parent)
         text = out.read_text()
-    calibrated = [line for line in text.splitlines() if line.startswith("`.venv")][0]
-    return [line[2:] for line in text.splitlines() if line.startswith("- ")], calibrated
+    return [line[2:] for line in text.splitlines() if line.startswith("- ")]
 
 
 def main():
@@ -99,18 +84,21 @@ def main():
     args = parser.parse_args()
     started = time.monotonic()
     rows = harness_rows()
-    host_costs = json.loads(CALIBRATION.read_text()).get("host_costs")
+    session = json.loads(CALIBRATION.read_text())
+    kinds = {layer["kind"] for layer in session["layers"]}  # the kinds calibrate times
     lines = []
     with tempfile.TemporaryDirectory() as folder:
         runs = [("as predicted (no calibration)", None),
                 ("the session's calibration (its own 80 timed layers, evenly by rank)", CALIBRATION)]
-        runs += [(f"{PICKS[pick]} from the H100 rows", calibration_file(rows, pick, folder, host_costs))
-                 for pick in PICKS]
+        runs += [(f"{PICKS[pick]} from the H100 rows",
+                  calibration_file(rows, pick, folder, kinds, session.get("host_costs"))) for pick in PICKS]
         for label, path in runs:
-            summary, header = validated(path)
-            factors = header.split(": calibrated to this ")[1].split(", and that")[0] if path else ""
+            summary = validated(path)
             lines += [f"### {label}", "", *(f"- {line}" for line in summary)]
-            lines += ([f"- factors: {factors.split(': ', 1)[1]}"] if factors else []) + [""]
+            if path is not None:
+                factors = gpu_calibration.from_file(path).factors
+                lines.append("- factors: " + ", ".join(f"{kind} x{f:.2f}" for kind, f in sorted(factors.items())))
+            lines.append("")
             print(label, summary[0], flush=True)
     text = "\n".join([
         "# A GPU calibration's reference layers: spread over time, or evenly by rank (simulated on the H100 rows)",

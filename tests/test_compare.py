@@ -93,11 +93,12 @@ def test_command_line_compares(run_prenet, tmp_path):
 def test_command_line_table_keeps_to_a_screen_and_names_each_price_source(run_prenet):
     from prenet.cli import COMPARE_COLUMNS
 
-    args = ("compare", "torchvision:resnet18", "--gpus", "H100,T4", "--batch", "4", "--input-shape", "3,32,32",
-            "--dataset-size", "8", "--price", "T4=0.4")
+    args = ("compare", "torchvision:resnet18", "--gpus", "H100", "T4", "--batch", "4", "--input-shape", "3,32,32",
+            "--dataset-size", "8", "--price", "T4=0.4")  # names space-separated, as well as comma-separated
     done = run_prenet(*args)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
+    assert any(line.lstrip().startswith("Tesla T4") for line in lines)
     assert lines[0].split() == COMPARE_COLUMNS[:2] + ["interval_s"] + COMPARE_COLUMNS[2:]
     h100 = next(line.split() for line in lines if line.lstrip().startswith("NVIDIA H100 80GB HBM3"))
     epoch, interval = h100[4:6]  # after the name's four words

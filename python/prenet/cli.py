@@ -188,7 +188,8 @@ def _compare(args):
     from .compare import compare
 
     model, inputs = _training_run_model(args)
-    gpus = "all" if args.gpus == "all" else [name.strip() for name in args.gpus.split(",") if name.strip()]
+    names = [name.strip() for given in args.gpus for name in given.split(",") if name.strip()]
+    gpus = "all" if names == ["all"] else names
     table = compare(model, batch=args.batch, gpus=gpus, price_per_hour=dict(args.price or []),
                     dataset_size=args.dataset_size, optimizer=args.optimizer, precision=args.precision,
                     progress=not args.no_progress, **inputs)
@@ -359,7 +360,9 @@ def parser():
     m.set_defaults(run=_measure)
     o = sub.add_parser("compare", help="predicted epoch time and cost of a model on many GPUs, fastest first")
     _training_run_arguments(o)
-    o.add_argument("--gpus", default="all", help="'all' (the catalog) or comma-separated names (H100,A100,T4)")
+    o.add_argument("--gpus", nargs="+", default=["all"],
+                   help="'all' (the catalog) or names, comma- or space-separated (H100,A100 T4; quote a name with "
+                        "spaces)")
     o.add_argument("--price", type=_price, action="append", help="NAME=USD per hour, overriding the catalog's "
                    "price (repeatable)")
     o.add_argument("--plot", help="also save the comparison plot to this image file")

@@ -352,3 +352,20 @@ def test_precision_names_are_taken_in_any_case_and_an_unknown_one_is_refused_eve
                  lambda: prenet.measure(model, device="cpu", precision="bf17", **run)):
         with pytest.raises(ValueError, match="unknown precision 'bf17'; known: fp32"):
             call()
+
+
+def test_a_torch_type_or_its_name_is_the_precision_of_training_in_it_and_amp_is_pointed_to_its_two_names():
+    from prenet.predictors import check_precision
+
+    for given, named in ((torch.bfloat16, "bf16"), ("bfloat16", "bf16"), (torch.float16, "fp16"), ("half", "fp16"),
+                         ("torch.float16", "fp16"), (torch.float32, "fp32"), ("Float32", "fp32")):
+        assert check_precision(given) == named
+    model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 2))
+    run = dict(batch=8, input_shape=(16,), dataset_size=16, gpu="A100")
+    assert prenet.predict(model, precision=torch.bfloat16, **run).step_seconds == prenet.predict(
+        model, precision="bf16", **run).step_seconds
+    with pytest.raises(ValueError, match="unknown precision 'amp'; .* automatic mixed precision is 'bf16' or 'fp16'"):
+        prenet.predict(model, precision="amp", **run)
+    for other in (torch.int8, torch.float64, "int8"):  # not a precision prenet predicts: refused, not renamed
+        with pytest.raises(ValueError, match="unknown precision"):
+            check_precision(other)

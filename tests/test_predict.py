@@ -436,6 +436,7 @@ def test_tf32_puts_matmuls_on_tensor_cores_where_the_gpu_has_them():
     (dict(precision="bf16", gpu="cpu"), ValueError, "'bf16' is predicted for GPUs only"),
     (dict(input_shape=(3, 20, 20)), ValueError, "failed in module 'fc'"),
     (dict(input_shape=None), ValueError, "give input_shape"),
+    (dict(example_input=torch.randn(1, 3, 32, 32)), ValueError, "give input_shape or example_input, not both"),
 ])
 def test_bad_input_is_named(kwargs, error, message):
     with pytest.raises(error, match=message):
@@ -476,6 +477,17 @@ def test_a_token_model_given_a_shape_is_told_to_give_token_ids():
     with pytest.raises(ValueError, match="rejected the input") as raised:
         prenet.predict(SmallCnn(), batch=4, gpu="T4", input_shape=(5, 16, 16))
     assert "embedding" not in str(raised.value)
+
+
+def test_integer_inputs_to_a_floating_point_layer_are_named_as_the_cause():
+    """PyTorch's own message names the weight's type as the one expected ("expected scalar type Long but found
+    Float"); the refusal says the input was integers where the failing layer's weights are floating point."""
+    with pytest.raises(ValueError, match=r"failed in module 'conv'.*the input holds int64 tensors only, and 'conv' "
+                                         r"has floating-point weights: give example_input in floating point"):
+        prenet.predict(SmallCnn(), batch=4, gpu="T4", example_input=torch.randint(5, (1, 3, 16, 16)))
+    with pytest.raises(ValueError, match="rejected the input") as raised:  # float inputs of a wrong shape: no advice
+        prenet.predict(SmallCnn(), batch=4, gpu="T4", example_input=torch.randn(1, 5, 16, 16))
+    assert "int64" not in str(raised.value)
 
 
 def test_an_optimizer_may_be_named_in_any_case_or_given_as_torch_gives_it():

@@ -61,6 +61,12 @@ def rejected(where, inputs, error, model):
                     "floating-point inputs: give example_input instead, e.g. example_input=torch.randint(vocab_size, "
                     "(1, seq_len)) (its batch dimension is repeated to the batch; on the command line, a factory "
                     "returning (model, example input))")
+    elif (failed_in is not None and not isinstance(failed_in, (torch.nn.Embedding, torch.nn.EmbeddingBag))
+          and tensors(inputs) and not any(t.is_floating_point() for t in tensors(inputs))
+          and any(p.is_floating_point() for p in failed_in.parameters(recurse=False))):
+        kinds = sorted({str(t.dtype).removeprefix("torch.") for t in tensors(inputs)})
+        message += (f"; the input holds {', '.join(kinds)} tensors only, and '{where}' has floating-point weights: "
+                    "give example_input in floating point (tensor.float())")
     return ValueError(message)
 
 
@@ -105,6 +111,8 @@ def input_maker(model, input_shape, example_input):
 
     from .meta_model import channels_last, to_meta
 
+    if example_input is not None and input_shape is not None:
+        raise ValueError("give input_shape or example_input, not both (example_input also sets the input's shape)")
     if example_input is not None:
         def repeat(tensor, b, device):
             if tensor.dim() == 0:

@@ -169,18 +169,32 @@ MIXED_PRECISIONS = ("bf16", "fp16")
 GPU_PRECISIONS = ("tf32",) + MIXED_PRECISIONS
 
 
+# Names of torch's floating-point types (and their short forms) for the precision that trains in that type.
+PRECISION_ALIASES = {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
+
+
+def _is_dtype(value):
+    return type(value).__name__ == "dtype" and type(value).__module__ == "torch"
+
+
 class UnsupportedPrecision(ValueError):
     """The GPU has no rate for the precision's type in the catalog (it does not support it)."""
 
 
 def check_precision(precision, gpu=None):
-    """The precision's name as PRECISIONS spell it (in any case: "BF16" is "bf16", as optimizer names are taken);
+    """The precision's name as PRECISIONS spell it (in any case: "BF16" is "bf16", as optimizer names are taken; a
+    torch floating-point type or its name, PRECISION_ALIASES, as training in that type: torch.bfloat16 is "bf16");
     rejects an unknown precision by name, a mixed one on the host CPU (its predictors were measured in fp32 and CPU
     autocast follows other rules), and one the GPU has no rate for (UnsupportedPrecision, naming the GPU and what to
     use instead)."""
-    named = precision.lower() if isinstance(precision, str) else precision
+    named = precision
+    if isinstance(precision, str) or _is_dtype(precision):  # torch.bfloat16, or its name, is bf16
+        named = str(precision).lower().removeprefix("torch.")
+        named = PRECISION_ALIASES.get(named, named)
     if named not in PRECISIONS:
-        raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}")
+        hint = ("; automatic mixed precision is 'bf16' or 'fp16' (autocast to that type)"
+                if named in ("amp", "mixed", "autocast") else "")
+        raise ValueError(f"unknown precision {precision!r}; known: {', '.join(PRECISIONS)}{hint}")
     precision = named
     if gpu is None:
         return precision

@@ -609,10 +609,12 @@ def test_a_model_with_nothing_to_train_is_named_as_such():
         prenet.predict(IgnoresItsWeights(), batch=4, gpu="V100", input_shape=(8,))
 
 
-def test_command_line_prints_one_json_object(run_prenet):
+def test_command_line_prints_one_json_object(run_prenet, tmp_path):
+    plot = tmp_path / "step.png"
     done = run_prenet("predict", "torchvision:resnet18", "--batch", "4", "--gpu", "H100", "--input-shape", "3,64,64",
-                      "--dataset-size", "10", "--json", "--no-progress")
+                      "--dataset-size", "10", "--json", "--no-progress", "--plot", str(plot))
     assert done.returncode == 0, done.stderr
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # where the step goes, saved as asked
     result = json.loads(done.stdout)
     assert result["iterations"] == 3 and math.isfinite(result["epoch_seconds"]) and result["step_seconds"] > 0
     low, high = result["interval_seconds"]
@@ -786,7 +788,23 @@ def test_plot_shows_the_layers_by_share():
     assert sorted(labels) == sorted(top)
     assert len(ax.patches) == 6  # forward and backward bars of three layers
     # the bars are device time: a host-bound step says what set its pace instead
-    assert estimate.bound == "host" and f"the host's {estimate.host_ms:.1f} ms a step set the pace" in ax.get_title()
+    title = " ".join(t.get_text() for t in ax.figure.texts)
+    assert estimate.bound == "host" and f"the host's {estimate.host_ms:.1f} ms a step set the pace" in title
+    shown = estimate.layers.sort_values("step_share", ascending=False).head(3)
+    share = (shown["forward_ms"] + shown["backward_ms"]).sum() / estimate.device_ms
+    assert ax.get_title().startswith(f"by module: the 3 of {len(estimate.layers)} with the most time ({share:.0%} ")
+    # beside it, the device time by operator and the optimizer's update: every millisecond of the step, once
+    by_operator = next(other for other in ax.figure.axes if other is not ax)
+    bars = {label.get_text(): 0.0 for label in by_operator.get_yticklabels()}
+    for bar, label in zip(by_operator.patches, [t.get_text() for t in by_operator.get_yticklabels()] * 2):
+        bars[label] += bar.get_width()
+    assert {"convolution", "convolution_backward", "optimizer update"} <= set(bars)
+    assert bars["optimizer update"] == pytest.approx(estimate.optimizer_ms)
+    assert sum(bars.values()) == pytest.approx(estimate.device_ms, rel=1e-9)
+    import matplotlib.pyplot as plt
+
+    alone = estimate.plot(top=3, ax=plt.subplots()[1])  # on the user's axes: the modules alone
+    assert len(alone.figure.axes) == 1 and "a step set the pace" in alone.get_title()
     long_names = nn.Sequential()
     long_names.add_module("an_encoder_block_with_a_long_descriptive_name", nn.Linear(16, 16))
     long_names.add_module("a_classification_head_with_a_long_name", nn.Linear(16, 2))

@@ -105,6 +105,11 @@ def _predict(args):
     model, inputs = _training_run_model(args)
     estimate = predict(model, batch=args.batch, gpu=args.gpu, dataset_size=args.dataset_size,
                        optimizer=args.optimizer, precision=args.precision, progress=not args.no_progress, **inputs)
+    if args.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        estimate.plot(top=args.top).figure.savefig(args.plot, dpi=120, bbox_inches="tight")
     if args.json:
         print(json.dumps({"model": args.model, "gpu": estimate.gpu, "batch": estimate.batch,
                           "dataset_size": estimate.dataset_size, "optimizer": estimate.optimizer,
@@ -318,6 +323,7 @@ def parser():
     e.add_argument("--gpu", default="V100", help="GPU name, alias or torch device name, or 'cpu' (default V100)")
     _training_run_arguments(e)
     e.add_argument("--top", type=int, default=15, help="layers to list (default 15)")
+    e.add_argument("--plot", help="also save where the step goes (by module and by operator) to this image file")
     e.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     e.add_argument("--no-progress", action="store_true", help=NO_TRACE_PROGRESS)
     e.set_defaults(run=_predict)

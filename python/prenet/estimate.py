@@ -123,25 +123,12 @@ class Estimate:
                 f"{self.precision}{weights}{sure}>")
 
     def plot(self, top=15, ax=None):
-        """Horizontal bars of the `top` layers by share of the step (forward and backward stacked)."""
-        import matplotlib.pyplot as plt
+        """Horizontal bars of the `top` modules by share of the step (forward and backward stacked), with a panel of
+        device time by operator and the optimizer's update beside them where no `ax` is given (prenet.step_plot).
+        Returns the modules' axes."""
+        from .step_plot import plot_step
 
-        table = self.layers.sort_values("step_share", ascending=False).head(top).iloc[::-1]
-        made = ax is None
-        if made:
-            _, ax = plt.subplots(figsize=(8, 0.35 * len(table) + 1.5))
-        ax.barh(table["name"], table["forward_ms"], label="forward")
-        ax.barh(table["name"], table["backward_ms"], left=table["forward_ms"], label="backward")
-        ax.set_xlabel("device milliseconds per step")
-        title = f"Where the step goes: batch {self.batch} on {self.gpu}"
-        if self.bound == "host":  # the bars are device time, which does not set this step's pace
-            title += (f"\nhost-bound: the host's {self.host_ms:.1f} ms a step set the pace, the device's work is "
-                      f"{self.device_ms:.1f} ms")
-        ax.set_title(title)
-        ax.legend()
-        if made:
-            ax.figure.tight_layout()  # room for long module names
-        return ax
+        return plot_step(self, top, ax)
 
 
 def epoch_steps_text(batch, dataset_size):

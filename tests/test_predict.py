@@ -620,6 +620,12 @@ def test_command_line_prints_one_json_object(run_prenet, tmp_path):
     low, high = result["interval_seconds"]
     assert low < high and result["extrapolation"]["nearest"] and result["traced"] == "meta"
     assert result["traced_for_real_because"] is None
+    table = run_prenet("predict", "torchvision:resnet18", "--batch", "4", "--gpu", "H100", "--input-shape", "3,64,64",
+                       "--dataset-size", "10", "--top", "3")
+    assert table.returncode == 0, table.stderr
+    by_operator = table.stdout.splitlines()[-1]
+    assert by_operator.startswith("device ms per step by operator (forward + backward): ")
+    assert "convolution_backward " in by_operator and "optimizer update " in by_operator
     bad = run_prenet("predict", "torchvision:resnet18", "--gpu", "H1000")
     assert bad.returncode == 2 and "unknown GPU" in bad.stderr
     # converted to channels_last, its convolutions on the H100's tensor cores skip the layout transposes

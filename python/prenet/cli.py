@@ -101,6 +101,7 @@ def _calibrate(args):
 
 def _predict(args):
     from .estimate import predict
+    from .step_plot import operator_times
 
     model, inputs = _training_run_model(args)
     estimate = predict(model, batch=args.batch, gpu=args.gpu, dataset_size=args.dataset_size,
@@ -125,6 +126,9 @@ def _predict(args):
         print(repr(estimate))
         top = estimate.layers.sort_values("step_share", ascending=False).head(args.top)
         print(top.to_string(index=False))
+    names, forward, backward = operator_times(estimate.ops, estimate.optimizer_ms)
+    print("\ndevice ms per step by operator (forward + backward): " + ", ".join(
+        f"{name} {f + b:.3g}" for name, f, b in zip(names, forward, backward)))
 
 
 def _training(args):

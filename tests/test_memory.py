@@ -43,7 +43,9 @@ def test_weights_gradients_state_and_data_are_counted_exactly():
     assert small.batch_data == small.data                                  # a batch larger than the data set
     plain = prenet.training_memory(model, batch=4, input_shape=(3, 16, 16), optimizer="sgd_plain")
     assert plain.optimizer_state == 0 and plain.activations == got.activations
-    assert "GiB" in repr(got)
+    # sizes in the unit the total reaches (a small model's in KiB, where GiB gave "0.00" for every part)
+    assert f"training memory: {got.total / 2 ** 10:.2f} KiB (weights {got.weights / 2 ** 10:.2f}," in repr(got)
+    assert " 0.00 " not in repr(got).split("; ")[0]
 
 
 def test_activations_are_what_autograd_saves_on_meta_as_for_real_and_grow_with_the_batch():

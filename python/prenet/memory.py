@@ -23,6 +23,8 @@ from .model_inputs import call, input_maker, tensors
 STATE_PER_ELEMENT = {"sgd": 1, "sgd_nesterov": 1, "sgd_plain": 0, "adam": 2, "adamw": 2, "rmsprop": 1,
                      "adagrad": 1}
 GIB = 2 ** 30
+# The unit a repr gives sizes in: the largest the total reaches, KiB at least.
+BINARY_UNITS = (("GiB", GIB), ("MiB", 2 ** 20), ("KiB", 2 ** 10))
 
 
 @dataclass(frozen=True)
@@ -58,10 +60,11 @@ class TrainingMemory:
         return (self.total if resident else self.streamed) <= memory_gib * GIB
 
     def __repr__(self):
-        parts = ", ".join(f"{name} {getattr(self, name) / GIB:.2f}" for name in
+        unit, size = next((unit, size) for unit, size in BINARY_UNITS if self.total >= size or unit == "KiB")
+        parts = ", ".join(f"{name} {getattr(self, name) / size:.2f}" for name in
                           ("weights", "gradients", "optimizer_state", "data", "activations"))
-        return (f"<prenet training memory: {self.gib:.2f} GiB ({parts} GiB); {self.streamed / GIB:.2f} GiB with the "
-                "data streamed a batch at a time>")
+        return (f"<prenet training memory: {self.total / size:.2f} {unit} ({parts} {unit}); {self.streamed / size:.2f} "
+                f"{unit} with the data streamed a batch at a time>")
 
 
 def saved_activations(model, inputs, autocast=False, updated=None):

@@ -29,12 +29,12 @@ class TrainingTime:
                 if steps is None:
                     return f"loss {target:.4g} not reached"
                 return (f"loss {target:.4g} in {steps} steps, {seconds:.4g} s"
-                        + ("" if cost is None else f", cost {cost:.4g}"))
+                        + ("" if cost is None else f", cost {cost:.4g} USD"))
             reached = "; ".join(each(*row) for row in zip(self.steps_prediction.target_loss, self.steps,
                                                           self.total_seconds, self.cost))
             shortfall = ("" if all(self.steps) else f" (within {self.steps_prediction.max_steps} predicted steps: "
                          f"{self.steps_prediction.shortfall()})")
-            price = "" if self.price_per_hour is None else f", at {self.price_per_hour:g} per hour"
+            price = "" if self.price_per_hour is None else f", at {self.price_per_hour:g} USD per hour"
             return (f"<prenet training time on {self.gpu}, {1e3 * self.estimate.step_seconds:.2f} ms per step of "
                     f"batch {self.batch}: {reached}{shortfall}{price}>")
         if self.steps is None:
@@ -44,7 +44,7 @@ class TrainingTime:
                     f"{self.estimate.epoch_seconds:.3f} s on {self.gpu}>")
         where = ("given" if self.steps_prediction is None else
                  f"predicted for loss {self.steps_prediction.target_loss:.4g}")
-        cost = "" if self.cost is None else f", cost {self.cost:.4g} at {self.price_per_hour:g} per hour"
+        cost = "" if self.cost is None else f", cost {self.cost:.4g} USD at {self.price_per_hour:g} USD per hour"
         return (f"<prenet training time: {self.total_seconds:.4g} s on {self.gpu} = {self.steps} steps "
                 f"({where}; {self.epochs:.2f} epochs of {self.dataset_size}) x "
                 f"{1e3 * self.estimate.step_seconds:.2f} ms per step of batch {self.batch}{cost}>")

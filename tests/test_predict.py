@@ -246,6 +246,12 @@ def test_a_model_converted_to_sync_batchnorm_is_predicted_as_on_one_gpu():
     if torch.__version__ < "2":  # torch 2.11 runs it on the CPU without a process group (GPU session 2026-11-27)
         with pytest.raises(ValueError, match="SyncBatchNorm expected input tensor to be on GPU"):
             synced(torch.randn(2, 3, 16, 16))  # as PyTorch has it, outside prenet's walks
+    # measured as on one GPU too (torch 1.13's SyncBatchNorm refuses the CPU, torch 2's runs the plain batch norm)
+    before = {name: value.clone() for name, value in synced.state_dict().items()}
+    measured = prenet.measure(synced, device="cpu", **run)
+    assert measured.iterations == 2 and measured.epoch_seconds > 0
+    assert isinstance(synced.bn, nn.SyncBatchNorm) and "forward" not in vars(synced.bn)
+    assert all(torch.equal(value, before[name]) for name, value in synced.state_dict().items())
 
 
 def test_a_float64_model_is_refused_and_complex_weights_are_said_to_be_costed_as_real():

@@ -23,6 +23,7 @@ from .model_state import model_kept
 from .op_trace import training_loss
 from .predictors import check_precision
 from .progress import progress_bar
+from .sync_batchnorm import as_on_one_gpu
 
 # Precisions as prenet.predict names them (prenet.predictors.PRECISIONS): "fp32" touches nothing (PyTorch's
 # defaults), "fp32_strict" turns TF32 off for cuDNN and matmuls, "tf32" turns it on for both, "bf16" / "fp16"
@@ -150,7 +151,9 @@ def measure(model, batch=32, input_shape=None, example_input=None, dataset_size=
     sizes = epoch_batches(batch, dataset_size)  # as many as the resident data's batches
     if keep_memory:
         host_memory.keep_freed_memory()
-    with model_kept(model, cuda_devices):
+    # a model converted to SyncBatchNorm trains as on one GPU, as torch 2 runs it without a process group (torch
+    # 1.13's refuses CPU tensors, and asks for a process group on a GPU)
+    with model_kept(model, cuda_devices), as_on_one_gpu(model):
         bar = progress_bar(1 + repeats, f"measuring {type(model).__name__} on {device}", progress, unit="epoch")
         try:
             times, env = _timed_epochs(model.to(device).train(), device, sizes, input_shape, example_input,

@@ -42,6 +42,8 @@ def test_all_means_the_whole_catalog():
     table = prenet.compare(small_model(), batch=4, gpus="all", input_shape=(3, 16, 16), dataset_size=8)
     assert sorted(table["gpu"]) == sorted(prenet.gpus()["name"])
     assert table["epoch_seconds"].gt(0).all()
+    assert prenet.compare(small_model(), batch=4, gpus="All", input_shape=(3, 16, 16), dataset_size=8,
+                          progress=False)["gpu"].tolist() == table["gpu"].tolist()  # in any case, as GPU names
 
 
 def test_bad_requests_are_named():

@@ -198,7 +198,7 @@ def _compare(args):
 
     model, inputs = _training_run_model(args)
     names = [name.strip() for given in args.gpus for name in given.split(",") if name.strip()]
-    gpus = "all" if names == ["all"] else names
+    gpus = names[0] if len(names) == 1 and names[0].lower() == "all" else names
     table = compare(model, batch=args.batch, gpus=gpus, price_per_hour=dict(args.price or []),
                     dataset_size=args.dataset_size, optimizer=args.optimizer, precision=args.precision,
                     progress=not args.no_progress, **inputs)

@@ -85,7 +85,8 @@ def compare(model, batch=32, gpus="all", price_per_hour=None, input_shape=None, 
 
     batch, dataset_size, optimizer = _check(model, batch, dataset_size, optimizer)
     precision = check_precision(precision)
-    names = list(catalog_frame()["name"]) if gpus == "all" else [gpus] if isinstance(gpus, str) else gpus
+    every = isinstance(gpus, str) and gpus.lower() == "all"  # in any case, as GPU names are taken
+    names = list(catalog_frame()["name"]) if every else [gpus] if isinstance(gpus, str) else gpus
     if not names:
         raise ValueError('gpus must be "all", a GPU name or a non-empty list of GPU names')
     if any(isinstance(name, str) and name.lower() == "cpu" for name in names):

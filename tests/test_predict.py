@@ -991,3 +991,22 @@ def test_views_and_metadata_operators_run_no_kernel():
     for op in ops:
         if op.name.split(".")[0] in ("diagonal", "unfold", "view_as_real"):
             assert op_costs.work_of(op) is None, op.name
+
+
+def test_an_estimate_says_whether_the_step_fits_the_gpu():
+    """The step's memory (prenet.training_memory, walked when first read) against the catalog's GPU memory, with
+    the data copied in a batch at a time as compare's `fits`: two 512-pixel convolutions at batch 256 keep about
+    17 GiB of activations, more than a T4's 16 GiB and less than an A100's 40."""
+    model = nn.Sequential(nn.Conv2d(3, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 3, 3, padding=1))
+    run = dict(batch=256, input_shape=(3, 512, 512), dataset_size=256)
+    small, large = (prenet.predict(model, gpu=gpu, **run) for gpu in ("T4", "A100"))
+    assert small.memory == large.memory == prenet.training_memory(model, **run)
+    assert 16 * 2 ** 30 < small.memory.streamed < 40 * 2 ** 30
+    assert small.fits is False and large.fits is True
+    assert f"memory {small.memory.streamed / 2 ** 30:.2f} GiB a step" in repr(small)
+    assert "more than its 16 GiB, the step does not fit" in repr(small) and "of its 40 GiB" in repr(large)
+    table = prenet.compare(model, gpus=["T4", "A100"], progress=False, **run).set_index("gpu")
+    assert table["fits"].to_dict() == {small.gpu: False, large.gpu: True}
+    with pytest.warns(UserWarning):  # this machine's CPU is not the measured host
+        on_cpu = prenet.predict(model, gpu="cpu", batch=2, input_shape=(3, 16, 16), dataset_size=2)
+    assert on_cpu.fits is None and "memory" not in repr(on_cpu)

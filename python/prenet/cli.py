@@ -120,7 +120,9 @@ def _predict(args):
                           "device_ms": estimate.device_ms, "host_ms": estimate.host_ms,
                           "optimizer_ms": estimate.optimizer_ms, "interval_seconds": estimate.interval_seconds,
                           "extrapolation": estimate.extrapolation, "traced": estimate.traced,
-                          "traced_for_real_because": estimate.traced_for_real_because}))
+                          "traced_for_real_because": estimate.traced_for_real_because,
+                          # the step's device memory with the data copied in a batch at a time, as compare's
+                          "memory_gib": estimate.memory.streamed / 2 ** 30, "fits": estimate.fits}))
         return
     with _pandas_display():
         print(repr(estimate))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from . import (gpu_calibration, host_calibration, host_cost, launch_gap, launch_queue, lazy_modules, op_costs, op_trace,
                uncertainty)
 from ._native import core
-from .catalog import device_catalog, host_catalog, unmeasured_host_warning
+from .catalog import device_catalog, find_gpu, host_catalog, unmeasured_host_warning
 from .collector_paused import collector_paused
 from .sibling_gpu import SiblingBundle
 from .model_inputs import input_maker
@@ -78,6 +78,37 @@ class Estimate:
     # The model's own 2-byte weight types ("float16", "bfloat16"), whose operators run in that type whatever
     # `precision` (autocast's) says.
     narrow_weights: tuple = ()
+    # () -> the step's prenet.training_memory (`memory`), walked when first asked for; None where not known (an
+    # estimate of prenet.compare, whose table has it)
+    memory_of: object = field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def memory(self):
+        """The step's device memory (prenet.memory.TrainingMemory), found when first read (a walk of the model on
+        meta tensors, as long as a meta trace); None where the estimate does not know its model."""
+        return self.memory_of() if self.memory_of else None
+
+    @property
+    def fits(self):
+        """Whether the step fits the GPU's memory (the catalog's) with the data copied in a batch at a time, as
+        prenet.compare's `fits`; None on the CPU or where `memory` is None."""
+        if self.memory is None or self.extrapolation is None:
+            return None
+        return self.memory.fits(find_gpu(self.gpu)["memory_gb"], resident=False)
+
+    def _memory_text(self):
+        """The repr's words on memory: for a GPU, and a model traced on meta tensors (its memory walk as quick)."""
+        if self.memory_of is None or self.extrapolation is None or self.traced != "meta":
+            return ""
+        available = find_gpu(self.gpu)["memory_gb"]
+        try:
+            need = self.memory.streamed / 2 ** 30
+        except Exception as error:  # a repr does not raise: `memory` does, when read itself
+            return f"; memory not known ({type(error).__name__}: {error})"
+        if self.fits:
+            return f"; memory {need:.2f} GiB a step of its {available:g} GiB (data copied in a batch at a time)"
+        return (f"; memory {need:.2f} GiB a step (data copied in a batch at a time): more than its {available:g} "
+                "GiB, the step does not fit")
 
     @functools.cached_property
     def _tables(self):
@@ -120,7 +151,7 @@ class Estimate:
         return (f"<prenet estimate: {self.epoch_seconds:.3f} s per epoch ({steps}) on {self.gpu}; step "
                 f"{1e3 * self.step_seconds:.2f} ms (device {self.device_ms:.2f} ms incl. optimizer "
                 f"{self.optimizer_ms:.2f} ms, host {self.host_ms:.2f} ms: {self.bound}-bound); {self.optimizer}, "
-                f"{self.precision}{weights}{sure}>")
+                f"{self.precision}{weights}{self._memory_text()}{sure}>")
 
     def plot(self, top=15, ax=None):
         """Horizontal bars of the `top` modules by share of the step (forward and backward stacked), with a panel of
@@ -506,7 +537,12 @@ def predict(model, batch=32, gpu="V100", input_shape=None, example_input=None, d
         warnings.warn(f"{other_host}; `prenet calibrate` (two to four minutes) calibrates the predictors to this CPU",
                       stacklevel=3)
     traced = trace_steps(model, batch, dataset_size, input_shape, example_input, precision, progress)
-    return estimate_traced(traced, batch, gpu, dataset_size, optimizer, precision, bundle)
+    estimate = estimate_traced(traced, batch, gpu, dataset_size, optimizer, precision, bundle)
+    from .memory import training_memory
+
+    estimate.memory_of = functools.partial(training_memory, model, batch, input_shape, example_input, dataset_size,
+                                           optimizer, precision)
+    return estimate
 
 
 @dataclass

@@ -82,6 +82,10 @@ class Estimate:
     # estimate of prenet.compare, whose table has it)
     memory_of: object = field(default=None, repr=False, compare=False)
 
+    @property
+    def _on_gpu(self):
+        return self.extrapolation is not None  # how far the GPU lies from the fitted ones; None on the CPU
+
     @functools.cached_property
     def memory(self):
         """The step's device memory (prenet.memory.TrainingMemory), found when first read (a walk of the model on
@@ -92,13 +96,13 @@ class Estimate:
     def fits(self):
         """Whether the step fits the GPU's memory (the catalog's) with the data copied in a batch at a time, as
         prenet.compare's `fits`; None on the CPU or where `memory` is None."""
-        if self.memory is None or self.extrapolation is None:
+        if self.memory is None or not self._on_gpu:
             return None
         return self.memory.fits(find_gpu(self.gpu)["memory_gb"], resident=False)
 
     def _memory_text(self):
         """The repr's words on memory: for a GPU, and a model traced on meta tensors (its memory walk as quick)."""
-        if self.memory_of is None or self.extrapolation is None or self.traced != "meta":
+        if self.memory_of is None or not self._on_gpu or self.traced != "meta":
             return ""
         available = find_gpu(self.gpu)["memory_gb"]
         try:

@@ -127,11 +127,11 @@ def test_each_backward_operator_is_counted_to_the_module_whose_forward_made_it(g
     # with) backward from a gradient of ones
     assert reshape_views_named_alike(backward.loc[backward["module"] == "(autograd)", "op"]) == [
         "ones_like.default", "nll_loss_backward.default", "_log_softmax_backward_data.default", "(reshape view)"]
-    # forward: the loss the step takes from the output (a cross-entropy against labels drawn at random) belongs to
-    # no module either
+    # forward: the loss the step takes from the output (a cross-entropy against the labels, which the protocol keeps
+    # resident with the data: no kernel makes them in the step) belongs to no module either
     forward = estimate.ops[estimate.ops["phase"] == "forward"]
     assert set(reshape_views_named_alike(forward.loc[forward["module"] == "(loss)", "op"])) == {
-        "(reshape view)", "randint.default", "_log_softmax.default", "nll_loss_forward.default"}
+        "(reshape view)", "_log_softmax.default", "nll_loss_forward.default"}
     assert "(loss)" in set(estimate.layers["name"]) and "" not in set(estimate.layers["name"])
     layers = estimate.layers.set_index("name")
     assert layers.loc["layers.2", "backward_ms"] == pytest.approx(layers.loc["layers.3", "backward_ms"])
@@ -651,6 +651,21 @@ def test_measure_follows_the_protocol_on_the_cpu():
     assert env["params"] == sum(p.numel() for p in SmallCnn().parameters())
     assert {"host_cpu", "torch", "device_units", "precision", "optimizer", "batch", "dataset_size"} <= set(env)
     assert "per epoch" in repr(result)
+
+
+def test_measure_keeps_the_labels_resident_as_the_protocol_does(monkeypatch):
+    """The labels are data: drawn once for the whole data set (by the warm-up's first step, where the output shows
+    the classes), each step reading its batch's slice, as the inputs are; a language model's every token has one."""
+    from prenet.measure import ResidentLabels
+
+    draws, randint = [], torch.randint
+    monkeypatch.setattr(torch, "randint", lambda *args, **kwargs: draws.append(args) or randint(*args, **kwargs))
+    prenet.measure(SmallCnn(), batch=4, input_shape=(3, 16, 16), dataset_size=10, device="cpu")
+    assert draws == [(10, (10,))]  # ten classes, ten samples: once in 4 epochs of 3 steps
+    resident = ResidentLabels(dataset_size=6)
+    first, last = resident.of_batch(0, 4)(4 * 7, 100, "cpu"), resident.of_batch(4, 2)(2 * 7, 100, "cpu")
+    assert resident.labels.shape == (6 * 7,) and torch.equal(torch.cat([first, last]), resident.labels)
+    assert first.data_ptr() == resident.labels.data_ptr()  # a view of the resident labels, no copy
 
 
 def test_measure_leaves_the_model_as_it_was():

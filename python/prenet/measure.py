@@ -225,6 +225,29 @@ def minor_faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
+class ResidentLabels:
+    """The protocol's class labels, resident with the data: drawn once for the whole data set, by the warm-up
+    epoch's first step (the positions of a sample that take a label, and the classes, are known from the model's
+    output only), and read by each step as its batch's slice, a view (no kernel in the timed epochs)."""
+
+    def __init__(self, dataset_size):
+        self.dataset_size, self.labels = dataset_size, None
+
+    def of_batch(self, start, size):
+        """training_loss's `labels` for the batch of `size` samples from sample `start`."""
+        import torch
+
+        def take(count, classes, device):
+            per_sample, rest = divmod(count, size)
+            if rest or not per_sample:  # an output not laid out by sample: labels drawn for it
+                return torch.randint(classes, (count,), device=device)
+            if self.labels is None:
+                self.labels = torch.randint(classes, (self.dataset_size * per_sample,), device=device)
+            return self.labels[start * per_sample:(start + size) * per_sample]
+
+        return take
+
+
 def _timed_epochs(model, device, sizes, input_shape, example_input, optimizer, precision, repeats, threads,
                   epoch_done):
     """(seconds of each timed epoch, environment) of training `model`, already on `device`, by the protocol, in
@@ -242,15 +265,17 @@ def _timed_epochs(model, device, sizes, input_shape, example_input, optimizer, p
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
+    labels = ResidentLabels(sum(sizes))
+
     def epoch():
         start = 0
         for size in sizes:
             chunk = map_batch(data, lambda part: part[start:start + size], lambda part: part[start:start + size])
-            start += size
             opt.zero_grad(set_to_none=True)
             with torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
                 output = call(model, chunk)
-                loss = training_loss(output)
+                loss = training_loss(output, labels=labels.of_batch(start, size))
+            start += size
             if scaler:
                 scaler.scale(loss).backward()
                 scaler.step(opt)

@@ -180,6 +180,15 @@ def _recorder(meta=False, direct=None):
                 return super().__exit__(*exception)
             direct(None)
 
+        def resident_labels(self, count, classes, device):
+            """Labels for training_loss, made unrecorded: the protocol keeps them resident with the data, so a step
+            reads its batch's slice of them and runs no kernel to make them."""
+            self.paused = True
+            try:
+                return torch.zeros(count, dtype=torch.long, device=device)
+            finally:
+                self.paused = False
+
         def _operator(self, func):
             name = func.__name__
             found = self.operators[id(func)] = (meta_kernel(func) if meta else func, name, func is detach,
@@ -359,13 +368,15 @@ def _first_tensor(value):
     return None
 
 
-def training_loss(output):
+def training_loss(output, labels=None):
     """The loss a training step takes from a model's output, as ../shared/PROTOCOL.md defines it: the model's own
     (a 0-d tensor, prenet.model_inputs.own_loss), else the cross-entropy of its logits (_first_tensor; classes along
-    the last dimension, every other position a sample, each with a label drawn at random) in float32, or the mean
+    the last dimension, every other position a sample, each with a class label) in float32, or the mean
     of a 1-d output. prenet.measure trains with it and prenet.predict traces it: on a language model's output
     (a token's logits over the vocabulary) a cross-entropy reads and writes those logits several times where a mean
-    reads them once. NotTrainable for an output without a tensor."""
+    reads them once. `labels(count, classes, device)`: the step's `count` labels, which the protocol keeps resident
+    with the data (prenet.measure's ResidentLabels: a slice, no kernel of the step); None: drawn at random here.
+    NotTrainable for an output without a tensor."""
     import torch
 
     tensor = _first_tensor(output)
@@ -377,8 +388,9 @@ def training_loss(output):
         return tensor.float().mean()
     classes = tensor.shape[-1]
     logits = tensor.reshape(-1, classes).float()
-    labels = torch.randint(classes, (logits.shape[0],), device=tensor.device)
-    return torch.nn.functional.cross_entropy(logits, labels)
+    targets = (labels(logits.shape[0], classes, tensor.device) if labels else
+               torch.randint(classes, (logits.shape[0],), device=tensor.device))
+    return torch.nn.functional.cross_entropy(logits, targets)
 
 
 def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attribute=True):
@@ -438,7 +450,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
         with weights_on_meta(model) if meta else contextlib.nullcontext(), as_on_one_gpu(model), \
                 fused_recurrent_layers(named_modules, recorder), recorder:
             with CudaAutocast() if autocast else contextlib.nullcontext():
-                loss = training_loss(call(model, inputs))
+                loss = training_loss(call(model, inputs), labels=recorder.resident_labels)
                 if not loss.requires_grad:
                     raise NotTrainable("the model's output depends on no parameter that requires a gradient, so "
                                        "a training step has no backward pass or update to time")

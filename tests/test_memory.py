@@ -35,8 +35,8 @@ def test_weights_gradients_state_and_data_are_counted_exactly():
     assert got.weights == 4 * parameters + buffers
     assert got.gradients == 4 * parameters
     assert got.optimizer_state == 2 * 4 * parameters                      # Adam's two moments
-    assert got.data == 10 * 3 * 16 * 16 * 4                                # the resident data set
-    assert got.batch_data == 4 * 3 * 16 * 16 * 4                           # one batch of it
+    assert got.data == 10 * (3 * 16 * 16 * 4 + 8)  # the resident data set: images and their int64 class labels
+    assert got.batch_data == 4 * (3 * 16 * 16 * 4 + 8)                     # one batch of it
     assert got.total == got.weights + got.gradients + got.optimizer_state + got.data + got.activations
     assert got.streamed == got.total - got.data + got.batch_data
     small = prenet.training_memory(model, batch=16, input_shape=(3, 16, 16), dataset_size=10)
@@ -48,6 +48,13 @@ def test_weights_gradients_state_and_data_are_counted_exactly():
     assert " 0.00 " not in repr(got).split("; ")[0]
 
 
+def test_a_language_models_labels_are_resident_data_one_a_token():
+    """The protocol's cross-entropy over every token: a label per position, resident with the token ids (int64)."""
+    tokens = nn.Sequential(nn.Embedding(50, 8), nn.Linear(8, 50))
+    got = prenet.training_memory(tokens, batch=4, example_input=torch.randint(50, (1, 7)), dataset_size=10)
+    assert got.data == 10 * (7 * 8 + 7 * 8) and got.batch_data == 4 * (7 * 8 + 7 * 8)
+
+
 def test_activations_are_what_autograd_saves_on_meta_as_for_real_and_grow_with_the_batch():
     model = SmallCnn().train()
     real = memory.saved_activations(model, torch.randn(4, 3, 16, 16))
@@ -55,8 +62,9 @@ def test_activations_are_what_autograd_saves_on_meta_as_for_real_and_grow_with_t
     assert real == meta > 0
     # conv saves its input; batch norm its input and statistics; relu its output; linear its (flattened) input:
     # the relu's output and the flattened view of it are one storage
-    # the loss (the protocol's cross-entropy) saves its log-probabilities and labels per sample, and a total weight
-    per_sample = 4 * (3 * 16 * 16 + 2 * 8 * 16 * 16) + 4 * 10 + 8
+    # the loss (the protocol's cross-entropy) saves its log-probabilities per sample, and a total weight (its labels,
+    # which it saves too, are the data's: resident, as the protocol keeps them)
+    per_sample = 4 * (3 * 16 * 16 + 2 * 8 * 16 * 16) + 4 * 10
     # + batch norm's saved mean and inverse deviation, and the loss's total weight
     assert meta == 4 * per_sample + 4 * 2 * 8 + 4
     assert memory.saved_activations(model, torch.empty(8, 3, 16, 16, device="meta")) == 8 * per_sample + 4 * 2 * 8 + 4
@@ -85,8 +93,8 @@ def test_checkpointed_segments_hold_their_inputs_and_save_one_segment_at_a_time(
     batch, floats = 8, 4
     # each block saves its input (the first Linear's), the GELU's input and the second Linear's input
     block_input, block_own = batch * 16 * floats, 2 * batch * 64 * floats
-    # the loss (the protocol's cross-entropy) saves its log-probabilities, labels and total weight
-    loss = batch * 16 * floats + batch * 8 + floats
+    # the loss (the protocol's cross-entropy) saves its log-probabilities and total weight (its labels are data)
+    loss = batch * 16 * floats + floats
     x = torch.randn(batch, 16) if device == "cpu" else torch.empty(batch, 16, device="meta")
     plain = memory.saved_activations(Checkpointed(None).train(), x)
     assert plain == 3 * (block_input + block_own) + loss

@@ -67,13 +67,15 @@ class TrainingMemory:
                 f"{unit} with the data streamed a batch at a time>")
 
 
-def saved_activations(model, inputs, autocast=False, updated=None):
+def saved_activations(model, inputs, autocast=False, updated=None, labels=None):
     """Bytes of the tensors the forward pass and loss of `model` on `inputs` save for the backward pass, at their
     peak (prenet.saved_tensors: each storage once, the model's parameters and buffers left out; under activation
     checkpointing, the segments' inputs and the largest segment's saves), run on the device `inputs` are on
     (meta: the model's weights are given meta twins for the run, prenet.meta_model). `updated`, a list, gets for each
     parameter the step updates (updated_parameters) its bytes and its gradient's: the same where the gradient is
-    dense, the rows looked up (with their int64 indices) where it is sparse (an embedding with sparse=True)."""
+    dense, the rows looked up (with their int64 indices) where it is sparse (an embedding with sparse=True).
+    `labels`, a list, gets the count of class labels the step's loss reads (op_trace.training_loss), which the
+    protocol keeps resident with the data: counted with it, not among the activations."""
     import torch
 
     from .autocast_policy import CudaAutocast
@@ -87,10 +89,18 @@ def saved_activations(model, inputs, autocast=False, updated=None):
     with weights_on_meta(model) if meta else contextlib.nullcontext(), as_on_one_gpu(model), \
             sparse_lookups_counted(model, lookups):
         saved = SavedTensors(excluded={storage_key(t) for t in (*model.parameters(), *model.buffers())})
+
+        def resident_labels(count, classes, device):
+            made = torch.zeros(count, dtype=torch.long, device=device)
+            saved.excluded.add(storage_key(made))
+            if labels is not None:
+                labels.append(count)
+            return made
+
         with torch.autograd.graph.saved_tensors_hooks(saved.pack_own, lambda tensor: tensor), \
                 segments_followed(saved), made_order(saved):
             with CudaAutocast() if autocast else contextlib.nullcontext():
-                loss = training_loss(call(model, inputs))
+                loss = training_loss(call(model, inputs), labels=resident_labels)
         if updated is not None:
             for p in updated_parameters(loss, model):
                 rows = lookups.get(id(p))
@@ -151,32 +161,36 @@ def training_memory(model, batch=32, input_shape=None, example_input=None, datas
     make_inputs = input_maker(model, input_shape, example_input)
     model = initialized(model, make_inputs)  # lazy modules not yet run: a copy, with its shapes
     autocast = precision in MIXED_PRECISIONS
+    labels = []  # the loss's class labels in a step (their count), at the batch of the walk: `walked`
     with in_mode(model, True):
         try:
-            updated = []
+            updated, walked = [], batch
             try:
-                activations = saved_activations(model, make_inputs(batch, "meta"), autocast, updated)
+                activations = saved_activations(model, make_inputs(batch, "meta"), autocast, updated, labels)
             except Exception:  # tensors it makes without a device, on the CPU by default: made on meta
-                updated = []
+                updated, labels[:] = [], []
                 with factories_on_meta():
-                    activations = saved_activations(model, make_inputs(batch, "meta"), autocast, updated)
+                    activations = saved_activations(model, make_inputs(batch, "meta"), autocast, updated, labels)
         except Exception:  # the model needs real data somewhere: two small batches for real, linear in the batch
             at = {b: [] for b in TRACE_BATCHES}
+            labels[:], walked = [], TRACE_BATCHES[0]
             with model_kept(model):
                 model.cpu()
-                small, large = ((saved_activations(model, make_inputs(b, "cpu"), autocast, at[b]),)
+                small, large = ((saved_activations(model, make_inputs(b, "cpu"), autocast, at[b], labels),)
                                 for b in TRACE_BATCHES)
             activations = max(0, _scale(small, large, batch)[0])  # as a trace's shapes are
             # a sparse gradient's rows grow with the batch too
             updated = [_scale(a, b, batch) for a, b in zip(*at.values())]
+    # the labels are data (int64): resident, as the protocol keeps them, where each sample has the same count
+    label_bytes = 8 * labels[0] // walked if labels and labels[0] % walked == 0 else 0
     return TrainingMemory(
         weights=sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers())),
         gradients=sum(gradient for _, gradient in updated),
         # the state is dense (SGD's momentum buffer gathers every row a sparse gradient touches, Adagrad's sums are
         # the table's)
         optimizer_state=STATE_PER_ELEMENT[optimizer] * sum(dense for dense, _ in updated),
-        data=_bytes(make_inputs(dataset_size, "meta")), activations=activations,
-        batch_data=_bytes(make_inputs(min(batch, dataset_size), "meta")))
+        data=_bytes(make_inputs(dataset_size, "meta")) + dataset_size * label_bytes, activations=activations,
+        batch_data=_bytes(make_inputs(min(batch, dataset_size), "meta")) + min(batch, dataset_size) * label_bytes)
 
 
 def _bytes(inputs):

@@ -386,6 +386,11 @@ def test_training_time_chains_steps_with_the_step_time():
     assert by_epochs.steps == 3 * math.ceil(SAMPLES / 5)
     assert by_epochs.total_seconds == pytest.approx(3 * estimate.epoch_seconds, rel=1e-9)
     assert by_epochs.cost == pytest.approx(by_epochs.total_seconds / 3600 * 2.0)
+    assert f"cost {by_epochs.cost:.4g} USD at 2 USD per hour" in repr(by_epochs)
+    # whether a step fits the GPU, as the step's estimate says (a small model's memory in KiB)
+    available = prenet.find_gpu("V100")["memory_gb"]
+    assert repr(by_epochs).endswith(f"; memory {estimate.memory.streamed / 2 ** 10:.2f} KiB a step of its "
+                                    f"{available:g} GiB (data copied in a batch at a time)>")
     by_target = prenet.predict_training(model, data, gpu="V100", batch=5, lr=0.5, target_loss=0.8, max_steps=500,
                                         runs=1)
     steps = by_target.steps_prediction.steps

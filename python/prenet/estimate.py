@@ -104,15 +104,19 @@ class Estimate:
         """The repr's words on memory: for a GPU, and a model traced on meta tensors (its memory walk as quick)."""
         if self.memory_of is None or not self._on_gpu or self.traced != "meta":
             return ""
+        from .memory import binary_unit
+
         available = find_gpu(self.gpu)["memory_gb"]
         try:
-            need = self.memory.streamed / 2 ** 30
+            need = self.memory.streamed
         except Exception as error:  # a repr does not raise: `memory` does, when read itself
             return f"; memory not known ({type(error).__name__}: {error})"
+        unit, size = binary_unit(need)
         if self.fits:
-            return f"; memory {need:.2f} GiB a step of its {available:g} GiB (data copied in a batch at a time)"
-        return (f"; memory {need:.2f} GiB a step (data copied in a batch at a time): more than its {available:g} "
-                "GiB, the step does not fit")
+            return (f"; memory {need / size:.2f} {unit} a step of its {available:g} GiB (data copied in a batch at a "
+                    "time)")
+        return (f"; memory {need / size:.2f} {unit} a step (data copied in a batch at a time): more than its "
+                f"{available:g} GiB, the step does not fit")
 
     @functools.cached_property
     def _tables(self):

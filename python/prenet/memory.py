@@ -23,8 +23,13 @@ from .model_inputs import call, input_maker, tensors
 STATE_PER_ELEMENT = {"sgd": 1, "sgd_nesterov": 1, "sgd_plain": 0, "adam": 2, "adamw": 2, "rmsprop": 1,
                      "adagrad": 1}
 GIB = 2 ** 30
-# The unit a repr gives sizes in: the largest the total reaches, KiB at least.
+# The units sizes are written in: the largest a size reaches, KiB at least (binary_unit).
 BINARY_UNITS = (("GiB", GIB), ("MiB", 2 ** 20), ("KiB", 2 ** 10))
+
+
+def binary_unit(nbytes):
+    """(name, bytes) of the unit to write `nbytes` in: the largest of BINARY_UNITS it reaches, KiB at least."""
+    return next((unit, size) for unit, size in BINARY_UNITS if nbytes >= size or unit == "KiB")
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,7 @@ class TrainingMemory:
         return (self.total if resident else self.streamed) <= memory_gib * GIB
 
     def __repr__(self):
-        unit, size = next((unit, size) for unit, size in BINARY_UNITS if self.total >= size or unit == "KiB")
+        unit, size = binary_unit(self.total)
         parts = ", ".join(f"{name} {getattr(self, name) / size:.2f}" for name in
                           ("weights", "gradients", "optimizer_state", "data", "activations"))
         return (f"<prenet training memory: {self.total / size:.2f} {unit} ({parts} {unit}); {self.streamed / size:.2f} "

@@ -47,7 +47,8 @@ class TrainingTime:
         cost = "" if self.cost is None else f", cost {self.cost:.4g} USD at {self.price_per_hour:g} USD per hour"
         return (f"<prenet training time: {self.total_seconds:.4g} s on {self.gpu} = {self.steps} steps "
                 f"({where}; {self.epochs:.2f} epochs of {self.dataset_size}) x "
-                f"{1e3 * self.estimate.step_seconds:.2f} ms per step of batch {self.batch}{cost}>")
+                f"{1e3 * self.estimate.step_seconds:.2f} ms per step of batch {self.batch}{cost}"
+                f"{self.estimate._memory_text()}>")
 
 
 def predict_training(model, dataset, gpu="V100", batch=32, lr=0.01, momentum=0.0, loss="cross_entropy",

@@ -62,7 +62,7 @@ def main():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             estimate = prenet.predict(model, gpu=case["env"]["device_name"], **kwargs)
-            memory = prenet.training_memory(model, **kwargs).total / 2 ** 20
+            memory = estimate.memory.total / 2 ** 20  # prenet.training_memory of the step predicted
         error = abs(estimate.epoch_seconds - case["epoch_s"]) / case["epoch_s"]
         low, high = estimate.interval_seconds
         errors.append((case["precision"], error, low <= case["epoch_s"] <= high))

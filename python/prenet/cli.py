@@ -200,7 +200,7 @@ def _compare(args):
 
     model, inputs = _training_run_model(args)
     names = [name.strip() for given in args.gpus for name in given.split(",") if name.strip()]
-    gpus = names[0] if len(names) == 1 and names[0].lower() == "all" else names
+    gpus = names[0] if len(names) == 1 else names  # one name, or "all" in any case: compare reads it
     table = compare(model, batch=args.batch, gpus=gpus, price_per_hour=dict(args.price or []),
                     dataset_size=args.dataset_size, optimizer=args.optimizer, precision=args.precision,
                     progress=not args.no_progress, **inputs)

@@ -427,6 +427,31 @@ def test_training_time_chains_steps_with_the_step_time():
         prenet.predict_training(model, data, epochs=3, max_steps=100)
 
 
+def test_training_time_for_epochs_of_a_data_set_described_by_its_size_and_shape():
+    model = small_model()
+    described = prenet.predict_training(model, gpu="V100", batch=5, epochs=3, dataset_size=SAMPLES,
+                                        input_shape=(INPUTS,), price_per_hour=2.0)
+    estimate = prenet.predict(model, batch=5, gpu="V100", input_shape=(INPUTS,), dataset_size=SAMPLES,
+                              optimizer="sgd_plain")
+    assert described.dataset_size == SAMPLES and described.steps == 3 * math.ceil(SAMPLES / 5)
+    assert described.total_seconds == pytest.approx(3 * estimate.epoch_seconds, rel=1e-9)
+    # the same as with the data itself, whose samples have that shape
+    given = prenet.predict_training(model, small_data("cross_entropy"), gpu="V100", batch=5, epochs=3,
+                                    price_per_hour=2.0)
+    assert described.total_seconds == pytest.approx(given.total_seconds, rel=1e-9)
+    like = prenet.predict_training(model, gpu="V100", batch=5, epochs=3, dataset_size=SAMPLES,
+                                   example_input=torch.randn(1, INPUTS))
+    assert like.total_seconds == pytest.approx(described.total_seconds, rel=1e-9)
+    with pytest.raises(ValueError, match="give the dataset or describe it, not both"):
+        prenet.predict_training(model, small_data("cross_entropy"), epochs=1, dataset_size=SAMPLES)
+    with pytest.raises(ValueError, match="target_loss: the steps to a loss are predicted from the data itself"):
+        prenet.predict_training(model, target_loss=0.5, dataset_size=SAMPLES, input_shape=(INPUTS,))
+    with pytest.raises(ValueError, match="with epochs describe it: dataset_size"):
+        prenet.predict_training(model, epochs=1, input_shape=(INPUTS,))
+    with pytest.raises(ValueError, match="dataset_size must be an integer >= 1"):
+        prenet.predict_training(model, epochs=1, dataset_size=0, input_shape=(INPUTS,))
+
+
 def test_a_reused_kernel_keeps_the_whole_sets_initial_loss():
     class CountingDataset(torch.utils.data.TensorDataset):
         reads = 0
@@ -504,3 +529,28 @@ def test_the_command_line_gives_the_training_time_of_a_users_model_and_data(run_
     assert no_data.returncode == 2 and "data spec 'nodata' must look like 'package.module:factory'" in no_data.stderr
     both = run_prenet("training", *common, "--epochs", "1", "--target-loss", "0.5")
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
+
+
+def test_the_command_line_gives_the_training_time_of_epochs_of_a_described_data_set(run_prenet):
+    import json
+
+    resnet = ["torchvision:resnet18", "--gpu", "T4", "--batch", "128", "--epochs", "90"]
+    imagenet = run_prenet("training", *resnet, "--dataset-size", "1281167", "--json")
+    assert imagenet.returncode == 0, imagenet.stderr
+    given = json.loads(imagenet.stdout)
+    import torchvision
+
+    expected = prenet.predict(torchvision.models.resnet18(), batch=128, gpu="T4", input_shape=(3, 224, 224),
+                              dataset_size=1281167, optimizer="sgd_plain")
+    assert given["dataset_size"] == 1281167 and given["steps"] == 90 * math.ceil(1281167 / 128)
+    assert given["total_seconds"] == pytest.approx(90 * expected.epoch_seconds, rel=1e-9)
+    assert given["memory_gib"] == pytest.approx(expected.memory.streamed / 2 ** 30) and given["fits"] is True
+    assert given["cost"] == pytest.approx(given["total_seconds"] / 3600 * given["price_per_hour"])
+    small = run_prenet("training", *resnet, "--dataset-size", "1000", "--input-shape", "3,64,64", "--json")
+    assert small.returncode == 0, small.stderr
+    assert json.loads(small.stdout)["steps"] == 90 * 8
+    assert json.loads(small.stdout)["step_seconds"] < given["step_seconds"] / 4   # 64 px against 224
+    undescribed = run_prenet("training", *resnet)
+    assert undescribed.returncode == 2 and "give --data, or with --epochs --dataset-size" in undescribed.stderr
+    loss = run_prenet("training", "torchvision:resnet18", "--target-loss", "0.5", "--dataset-size", "100")
+    assert loss.returncode == 2 and "--target-loss predicts the steps from the data itself" in loss.stderr

@@ -137,13 +137,21 @@ def _training(args):
     from .models import build_dataset, build_model
     from .training_time import predict_training
 
-    model, _ = build_model(args.model)
+    if args.data is not None and (args.input_shape is not None or args.dataset_size is not None):
+        raise ValueError("--data gives the data set's size and samples: give it or --dataset-size and "
+                         "--input-shape, not both")
+    if args.data is None and args.target_loss is not None:
+        raise ValueError("--target-loss predicts the steps from the data itself: give --data")
+    if args.data is None and args.dataset_size is None:
+        raise ValueError("give --data, or with --epochs --dataset-size (and --input-shape where the model has no "
+                         "default input)")
+    model, inputs = build_model(args.model, args.input_shape)
+    data = {"dataset": build_dataset(args.data)} if args.data else dict(inputs, dataset_size=args.dataset_size)
     steps_options = {} if args.epochs is not None else dict(loss=args.loss, subset=args.subset,
                                                             max_steps=args.max_steps, progress=not args.no_progress)
-    result = predict_training(model, build_dataset(args.data), gpu=args.gpu, batch=args.batch, lr=args.lr,
-                              momentum=args.momentum, epochs=args.epochs, target_loss=args.target_loss,
-                              price_per_hour=args.price, precision=args.precision, optimizer=args.optimizer,
-                              **steps_options)
+    result = predict_training(model, gpu=args.gpu, batch=args.batch, lr=args.lr, momentum=args.momentum,
+                              epochs=args.epochs, target_loss=args.target_loss, price_per_hour=args.price,
+                              precision=args.precision, optimizer=args.optimizer, **data, **steps_options)
     if not args.json:
         print(repr(result))
         return
@@ -153,6 +161,8 @@ def _training(args):
                       "total_seconds": result.total_seconds, "step_seconds": result.estimate.step_seconds,
                       "epoch_seconds": result.estimate.epoch_seconds, "cost": result.cost,
                       "price_per_hour": result.price_per_hour,
+                      # as predict's: the step's device memory with the data copied in a batch at a time
+                      "memory_gib": result.estimate.memory.streamed / 2 ** 30, "fits": result.estimate.fits,
                       "steps_from": "epochs" if steps is None else "predict_steps",
                       "initial_loss": None if steps is None else steps.initial_loss,
                       "target_loss": None if steps is None else steps.target_loss}))
@@ -337,8 +347,11 @@ def parser():
                        "predicted for a target loss from the model's tangent kernel) x the predicted step time")
     t.add_argument("model", help="torchvision:NAME, package.module:factory or path/to/file.py:factory (its weights "
                    "as the factory leaves them: pre-trained for fine-tuning)")
-    t.add_argument("--data", required=True, help="package.module:factory or path/to/file.py:factory returning "
-                   "the training data: (inputs, targets) or a torch Dataset of (input, target) pairs")
+    t.add_argument("--data", help="package.module:factory or path/to/file.py:factory returning the training data: "
+                   "(inputs, targets) or a torch Dataset of (input, target) pairs (needed with --target-loss)")
+    t.add_argument("--dataset-size", type=int, help="with --epochs and no --data: samples per epoch")
+    t.add_argument("--input-shape", type=_shape, help="with --epochs and no --data: one sample's shape without the "
+                   "batch, e.g. 3,224,224 (torchvision models default to it)")
     t.add_argument("--gpu", default="V100", help="GPU name, alias or torch device name, or 'cpu' (default V100)")
     t.add_argument("--batch", type=int, default=32)
     goal = t.add_mutually_exclusive_group(required=True)

@@ -51,15 +51,17 @@ class TrainingTime:
                 f"{self.estimate._memory_text()}>")
 
 
-def predict_training(model, dataset, gpu="V100", batch=32, lr=0.01, momentum=0.0, loss="cross_entropy",
+def predict_training(model, dataset=None, gpu="V100", batch=32, lr=0.01, momentum=0.0, loss="cross_entropy",
                      epochs=None, target_loss=None, price_per_hour=None, precision="fp32", optimizer=None,
-                     **steps_options):
+                     dataset_size=None, input_shape=None, example_input=None, **steps_options):
     """Predicted total training time on `dataset` (see predict_steps for its form) on `gpu`: give either `epochs` (then
     steps = epochs x ceil(N / batch)) or `target_loss` (SGD's steps predicted by predict_steps with `lr`,
-    `momentum`, `loss` and `steps_options`; a list of losses gives steps, epochs, seconds and cost as lists). The
-    step time is prenet.predict's for this model, batch and data set size, with `optimizer` (as predict takes it;
-    with epochs only) or else SGD (with momentum when momentum > 0). `price_per_hour` gives the cost (default: the
-    catalog's USD price for the GPU where data/gpu_prices.csv has one)."""
+    `momentum`, `loss` and `steps_options`; a list of losses gives steps, epochs, seconds and cost as lists). With
+    `epochs` the data set may be described instead of given: `dataset_size` samples of `input_shape` (one sample's,
+    without the batch) or like `example_input`, as prenet.predict takes them. The step time is prenet.predict's for
+    this model, batch and data set size, with `optimizer` (as predict takes it; with epochs only) or else SGD (with
+    momentum when momentum > 0). `price_per_hour` gives the cost (default: the catalog's USD price for the GPU
+    where data/gpu_prices.csv has one)."""
     if (epochs is None) == (target_loss is None):
         raise ValueError("give exactly one of epochs (a number > 0) and target_loss")
     if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or epochs <= 0):
@@ -72,10 +74,23 @@ def predict_training(model, dataset, gpu="V100", batch=32, lr=0.01, momentum=0.0
                          "to time another optimizer")
     if price_per_hour is not None:
         check_price("price_per_hour", price_per_hour)
-    dataset_size = dataset_length(dataset)
-    example, _ = dataset_arrays(dataset, [0])
-    estimate = predict(model, batch=batch, gpu=gpu, example_input=example, dataset_size=dataset_size,
-                       optimizer=optimizer or ("sgd" if momentum > 0 else "sgd_plain"), precision=precision)
+    described = [name for name, value in (("dataset_size", dataset_size), ("input_shape", input_shape),
+                                          ("example_input", example_input)) if value is not None]
+    if dataset is not None and described:
+        raise ValueError(f"{', '.join(described)}: the data set gives its size and samples; give the dataset or "
+                         "describe it, not both")
+    if dataset is None and target_loss is not None:
+        raise ValueError("target_loss: the steps to a loss are predicted from the data itself (predict_steps); "
+                         "give the dataset")
+    if dataset is None and dataset_size is None:
+        raise ValueError("give the dataset, or with epochs describe it: dataset_size (samples per epoch) and "
+                         "input_shape (one sample's, without the batch) or example_input")
+    if dataset is not None:
+        dataset_size = dataset_length(dataset)
+        example_input, _ = dataset_arrays(dataset, [0])
+    estimate = predict(model, batch=batch, gpu=gpu, input_shape=input_shape, example_input=example_input,
+                       dataset_size=dataset_size, optimizer=optimizer or ("sgd" if momentum > 0 else "sgd_plain"),
+                       precision=precision)
     if price_per_hour is None and estimate.gpu in catalog_prices():
         price_per_hour = catalog_prices()[estimate.gpu]["usd_per_hour"]  # the catalog's, with its source
     per_epoch = estimate.iterations

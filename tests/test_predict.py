@@ -442,6 +442,9 @@ def test_tf32_puts_matmuls_on_tensor_cores_where_the_gpu_has_them():
     (dict(precision="bf16", gpu="cpu"), ValueError, "'bf16' is predicted for GPUs only"),
     (dict(input_shape=(3, 20, 20)), ValueError, "failed in module 'fc'"),
     (dict(input_shape=None), ValueError, "give input_shape"),
+    (dict(input_shape=(4, 3, 16, 16)), ValueError, r"failed in module .*; input_shape \(4, 3, 16, 16\) begins with "
+                                                   r"the batch size: it is one sample's shape, without the batch "
+                                                   r"dimension \(e.g. \(3, 16, 16\)\)$"),
     (dict(example_input=torch.randn(1, 3, 32, 32)), ValueError, "give input_shape or example_input, not both"),
 ])
 def test_bad_input_is_named(kwargs, error, message):

@@ -593,13 +593,18 @@ def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None
     dtypes = {p.dtype for p in model.parameters()}
     _check_weight_types(model, dtypes)
     make_inputs = input_maker(model, input_shape, example_input)
-    model = lazy_modules.initialized(model, make_inputs)  # lazy modules not yet run: a copy, with its shapes
     runs = epoch_runs(batch, dataset_size)
     autocast = precision in MIXED_PRECISIONS
-    with in_mode(model, True):  # a training step, as the model's own train() sets it up
-        ops, how, why = op_trace.trace_batches(model, make_inputs, sorted(size for size, _ in runs), autocast,
-                                               attribute=False,
-                                               progress=progress)
+    try:
+        model = lazy_modules.initialized(model, make_inputs)  # lazy modules not yet run: a copy, with its shapes
+        with in_mode(model, True):  # a training step, as the model's own train() sets it up
+            ops, how, why = op_trace.trace_batches(model, make_inputs, sorted(size for size, _ in runs), autocast,
+                                                   attribute=False, progress=progress)
+    except ValueError as error:
+        if input_shape is None or len(input_shape) < 2 or input_shape[0] != batch:
+            raise
+        raise ValueError(f"{error}; input_shape {tuple(input_shape)} begins with the batch size: it is one "
+                         f"sample's shape, without the batch dimension (e.g. {tuple(input_shape[1:])})") from error
     dtypes = {op_trace.dtype_names[dtype] for dtype in dtypes}
     return Traced(ops, runs, how, why, ops[runs[0][0]].module_calls, sorted(dtypes & op_costs.NARROW_FLOATS.keys()),
                   _meta_retrace(model, make_inputs, autocast) if how == "meta" else None,

@@ -24,7 +24,7 @@ import torch
 
 import prenet
 from prenet.host_memory import keep_freed_memory
-from prenet.measure import cpu_threads, make_optimizer
+from prenet.measure import ResidentLabels, cpu_threads, make_optimizer
 from prenet.model_inputs import call, input_maker
 from prenet.op_trace import training_loss
 from report import write_report
@@ -40,10 +40,11 @@ def measured_ms(model, inputs, batch, steps):
 
     data = input_maker(model, inputs.get("input_shape"), inputs.get("example_input"))(batch)
     optimizer = make_optimizer("sgd", model.parameters())  # the protocol's SGD, as prenet.measure builds it
+    labels = ResidentLabels(batch).of_batch(0, batch)  # drawn by the first step, resident after, as measure has them
 
     def step():
         optimizer.zero_grad(set_to_none=True)
-        training_loss(call(model, data)).backward()
+        training_loss(call(model, data), labels=labels).backward()
         optimizer.step()
 
     for _ in range(3):

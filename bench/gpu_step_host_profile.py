@@ -26,7 +26,7 @@ import torch
 import torchvision
 
 import prenet
-from prenet.measure import make_optimizer
+from prenet.measure import ResidentLabels, make_optimizer
 from prenet.op_trace import training_loss
 
 PHASES = ("zero_grad", "forward", "loss", "backward", "optimizer step")
@@ -35,15 +35,16 @@ PHASES = ("zero_grad", "forward", "loss", "backward", "optimizer step")
 def timed_steps(model, optimizer, data, batch, steps, synchronize):
     """({phase: median host ms}, median ms of a whole step synchronised at its end) over `steps` steps."""
     phases, totals, start = {name: [] for name in PHASES}, [], 0
+    labels = ResidentLabels(len(data))  # as prenet.measure keeps them: no kernel in the step
     for _ in range(steps):
-        chunk = data[start:start + batch]
+        chunk, chunk_labels = data[start:start + batch], labels.of_batch(start, batch)
         start = (start + batch) % (len(data) - batch + 1)
         marks = [time.perf_counter()]
         optimizer.zero_grad(set_to_none=True)
         marks.append(time.perf_counter())
         output = model(chunk)
         marks.append(time.perf_counter())
-        loss = training_loss(output)
+        loss = training_loss(output, labels=chunk_labels)
         marks.append(time.perf_counter())
         loss.backward()
         marks.append(time.perf_counter())
@@ -61,11 +62,12 @@ def profiled_events(model, optimizer, data, batch, steps):
     """[(event, calls per step, self CPU us per step)] over `steps` profiled steps, most time first."""
     from torch.profiler import ProfilerActivity, profile
 
+    labels = ResidentLabels(len(data))
     with profile(activities=[ProfilerActivity.CPU]) as profiler:
         for step in range(steps):
-            chunk = data[step * batch % (len(data) - batch + 1):][:batch]
+            start = step * batch % (len(data) - batch + 1)
             optimizer.zero_grad(set_to_none=True)
-            training_loss(model(chunk)).backward()
+            training_loss(model(data[start:start + batch]), labels=labels.of_batch(start, batch)).backward()
             optimizer.step()
     events = [(e.key, e.count / steps, e.self_cpu_time_total / steps) for e in profiler.key_averages()]
     return sorted(events, key=lambda event: -event[2])

@@ -75,6 +75,8 @@ std::vector<std::string> split_aliases(const std::string& field) {
 
 }  // namespace
 
+bool is_host_cpu(const GpuSpec& device) { return device.bus == "host"; }
+
 std::string normalise_gpu_name(std::string_view name) {
     std::string result, word;
     auto flush = [&] {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -94,11 +95,24 @@ public:
     // Runs the queued predictions, one batch per (kind, mode), then makes the choices.
     void flush() {
         for (auto& [key, batch] : batches_) {
+            const std::size_t queued = batch.configs.size();
+            // each streaming kernel below one wave, then its bound: the same kernel filling the wave (one_wave)
+            std::vector<std::optional<std::size_t>> wave_row(queued);
+            if (key.second == "forward") {
+                for (std::size_t i = 0; i < queued; ++i) {
+                    if (auto wave = one_wave(batch.configs[i])) {
+                        const auto [at, added] = batch.row_of.try_emplace(wave->values(), batch.configs.size());
+                        if (added) batch.configs.push_back(std::move(*wave));
+                        wave_row[i] = at->second;
+                    }
+                }
+            }
             const auto ms = bundle_.predict_ms(key.first, key.second, batch.configs, gpu_, optimizer_);
             const auto gap = issue_gap_ms_.find(key.first);
             const double gap_ms = gap == issue_gap_ms_.end() ? 0.0 : gap->second;
-            for (std::size_t i = 0; i < ms.size(); ++i) {
-                const double predicted = std::max(ms[i], least_ms(batch.configs[i], key.second));
+            for (std::size_t i = 0; i < queued; ++i) {
+                const double own = wave_row[i] ? std::min(ms[i], ms[*wave_row[i]]) : ms[i];
+                const double predicted = std::max(own, least_ms(batch.configs[i], key.second));
                 const double device_ms = std::max(predicted - gap_ms, floor_ms(batch.configs[i]));
                 for (const Destination& d : batch.destinations[i]) {
                     add(d, TimeBasis::predicted, std::min(predicted, device_ms));
@@ -159,6 +173,23 @@ private:
         for (const auto& k : c.kind().forward_kernels(c)) {
             forward_in(configure(k), scaled(d, k.count), depth + 1, width(k, precision_within(c.kind(), precision)));
         }
+    }
+
+    // On a GPU, a streaming kernel (LayerKind::streaming_rows) with fewer elements than one wave of the device's
+    // resident threads, with its batch raised to fill that wave; else nothing.
+    std::optional<LayerConfig> one_wave(const LayerConfig& c) const {
+        const LayerKind& kind = c.kind();
+        if (!kind.streaming_rows || is_host_cpu(gpu_)) return std::nullopt;
+        const double elements = kind.cost(c, kFp32Bytes).memory_output;
+        const double wave = kElementsPerWaveSm * gpu_.sm_count;
+        if (elements <= 0 || elements >= wave) return std::nullopt;
+        std::vector<std::int64_t> values = c.values();
+        const std::size_t batch = kind.parameter_index("batch");
+        const double per_sample = elements / static_cast<double>(values[batch]);
+        values[batch] = std::min(static_cast<std::int64_t>(std::ceil(wave / per_sample)),
+                                 kind.parameters[batch].max_value);
+        if (values[batch] <= c.values()[batch]) return std::nullopt;
+        return LayerConfig(kind, std::move(values));
     }
 
     // The least a predicted mode of a kind whose FLOPs no algorithm undercuts can take: those FLOPs at the

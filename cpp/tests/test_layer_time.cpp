@@ -305,6 +305,40 @@ TEST_F(EstimatorTest, AProductIsNeverPredictedFasterThanItsFlopsAtTheDevicesPeak
     }
 }
 
+TEST_F(EstimatorTest, AStreamingKernelBelowOneWaveTakesNoLongerThanTheFullWave) {
+    // An add predictor whose time falls with the batch (log ms = log 1e-3 - 1e-4 batch), as a forest's noise on
+    // tiny, host-paced kernels can make it: below one wave of the GPU's resident threads a kernel is timed as the
+    // faster of itself and the same kernel filling that wave.
+    const fs::path folder = folder_ / "streaming";
+    fs::create_directories(folder);
+    std::ofstream(folder / "manifest.json")
+        << R"({"format": "prenet-predictors", "version": 1, "predictors": [{"kind": "add", "mode": "forward",
+           "family": "linear", "file": "m.json", "features": ["batch"], "target": "log_ms"}]})";
+    std::ofstream(folder / "m.json") << std::setprecision(17) << R"({"mean": [0], "scale": [1], "layers": [)"
+                                     << R"({"weight": [[-1e-4]], "bias": [)" << std::log(1e-3) << "]}]}";
+    const auto bundle = prenet::PredictorBundle::load(folder.string());
+    const auto add = [](std::int64_t batch) {
+        return find_layer_kind("add").configure({{"batch", batch}, {"features", 4}});
+    };
+    const auto predicted = [](double batch) { return 1e-3 * std::exp(-1e-4 * batch); };
+    prenet::GpuSpec gpu = gpu_;
+    gpu.sm_count = 2;  // a wave: 2 x kElementsPerWaveSm = 16,384 elements, a batch of 4,096 rows of 4
+    ASSERT_DOUBLE_EQ(2 * prenet::kElementsPerWaveSm, 16384.0);
+    const auto times = prenet::estimate_layer_times(bundle, {add(1), add(1000), add(8192)}, gpu, "sgd");
+    EXPECT_NEAR(times[0].forward_ms, predicted(4096), 1e-15);
+    EXPECT_NEAR(times[1].forward_ms, predicted(4096), 1e-15);
+    EXPECT_NEAR(times[2].forward_ms, predicted(8192), 1e-15);  // beyond one wave: as predicted
+    EXPECT_LT(times[2].forward_ms, times[0].forward_ms);
+    // a host CPU has no waves: as predicted
+    prenet::GpuSpec host = gpu;
+    host.bus = "host";
+    EXPECT_NEAR(prenet::estimate_layer_times(bundle, {add(1)}, host, "sgd")[0].forward_ms, predicted(1), 1e-15);
+    // a kind that is not streaming rows keeps its own time: a product's work is not its rows
+    EXPECT_TRUE(find_layer_kind("add").streaming_rows && find_layer_kind("softmax").streaming_rows &&
+                find_layer_kind("layer_norm").streaming_rows);
+    EXPECT_FALSE(find_layer_kind("linear").streaming_rows || find_layer_kind("conv2d").streaming_rows);
+}
+
 TEST_F(EstimatorTest, EachKernelOfACompositeLayerLosesItsOwnKindsGap) {
     // An LSTM layer's products are linear kernels: the linear gap comes off each of them (its adds, bounded by
     // their rooflines, have no predictor here), the LSTM's own entry, which no predictor learned, off none.

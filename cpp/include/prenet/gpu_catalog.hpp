@@ -48,6 +48,10 @@ private:
     std::unordered_map<std::string, std::size_t> keys_;  // normalised name or alias -> index in gpus_
 };
 
+// Whether `device` is a host CPU of data/hosts.csv (the CPUs our own layer data was measured on: bus "host"),
+// not a GPU.
+bool is_host_cpu(const GpuSpec& device);
+
 // Lower-case letters and digits of a GPU name with vendor words ("NVIDIA", "Tesla", "GeForce", ...) removed.
 std::string normalise_gpu_name(std::string_view name);
 

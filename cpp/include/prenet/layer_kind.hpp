@@ -82,6 +82,10 @@ public:
     // they divide into samples and tokens): a predictor sees them re-split within the ranges it was fitted on
     // (prenet/fitted_range.hpp). Absent: every parameter counts on its own.
     std::optional<std::pair<std::string, std::string>> row_parameters;
+    // Whether its kernels stream rows that do not depend on one another (elementwise operators, softmax, layer
+    // norm), with a "batch" parameter: fewer rows are no more work, so on a GPU a kernel smaller than one wave of
+    // the device's resident threads is timed at most as the same kernel filling that wave (prenet/layer_time.hpp).
+    bool streaming_rows = false;
     // Checks relations between parameters; throws std::invalid_argument naming the problem.
     std::function<void(const LayerConfig&)> validate;
     // Layer-specific features derived from the parameters (e.g. a convolution's output height).

@@ -46,8 +46,16 @@ struct LayerTime {
 // it includes (the measurement's time to issue the operator, see prenet/launch_gap.py); taken off each predicted kernel
 // of that kind (a composite layer's kernels each by their own kind's) to leave its device time, never below the
 // kernel's roofline bound (nor above its prediction); a kind not listed keeps its latencies as measured. Predictions
-// are batched per (kind, mode). Throws std::invalid_argument for an unknown optimizer or a precision the GPU lacks.
+// are batched per (kind, mode). On a GPU, a streaming kind's forward kernel (LayerKind::streaming_rows) with fewer
+// elements than one wave of the device's resident threads (kElementsPerWaveSm per SM) is predicted as the faster of
+// itself and the same kernel with its batch raised to fill that wave: it does no more work than the full wave, and a
+// predictor's noise on tiny kernels (host-paced in the data) is not taken for a cost that shrinks with size. Throws
+// std::invalid_argument for an unknown optimizer or a precision the GPU lacks.
 using IssueGaps = std::map<std::string, double>;
+// Elements one SM's resident threads take in one wave of an elementwise kernel: 2048 resident threads per SM
+// (CUDA C Programming Guide, compute capabilities 6.0-9.0 but 7.5 and 8.6-8.9, which hold fewer) x 4 elements per
+// thread (PyTorch's elementwise loops, aten/src/ATen/native/cuda/Loops.cuh, thread_work_size 4).
+inline constexpr double kElementsPerWaveSm = 2048.0 * 4.0;
 std::vector<LayerTime> estimate_layer_times(const PredictorBundle& bundle, const std::vector<LayerConfig>& configs,
                                             const GpuSpec& gpu, const std::string& optimizer,
                                             Precision precision = Precision::fp32, const IssueGaps& issue_gap_ms = {});

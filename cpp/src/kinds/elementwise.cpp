@@ -80,6 +80,7 @@ LayerKind make_pointwise(Pointwise op) {
         {"features", 1, kMaxSize, std::nullopt, "elements per row (the softmax dimension)"},
     };
     kind.cost = [t](const LayerConfig& c, double bytes_per_element) { return pointwise_cost(t, c, bytes_per_element); };
+    kind.streaming_rows = true;
     // Elementwise, the element count alone sets the work (softmax reduces over its features, which stay as given).
     if (op != Pointwise::softmax) kind.row_parameters = std::pair<std::string, std::string>{"batch", "features"};
     if (op == Pointwise::relu || op == Pointwise::tanh || op == Pointwise::sigmoid || op == Pointwise::softmax) {

@@ -53,6 +53,7 @@ LayerKind make_layer_norm() {
         {"elementwise_affine", 0, 1, 1, "1 if the layer has gamma and beta"},
     };
     kind.row_parameters = std::pair<std::string, std::string>{"batch", "seq_len"};
+    kind.streaming_rows = true;
     kind.cost = layer_norm_cost;
     return kind;
 }

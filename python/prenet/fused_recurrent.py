@@ -127,19 +127,10 @@ def _cudnn_shape(layer, input):
     return (batch, steps, input.data.shape[1]) if layer.batch_first else (steps, batch, input.data.shape[1])
 
 
-@contextlib.contextmanager
-def _marked(recorder, paused=False, runs_on=""):
-    """Within the block the recorder skips operators (`paused`) or marks them with `runs_on`; as before after."""
-    before = recorder.paused, recorder.runs_on
-    recorder.paused, recorder.runs_on = paused, runs_on
-    try:
-        yield
-    finally:
-        recorder.paused, recorder.runs_on = before
-
-
 def _boundary():
     import torch
+
+    from .op_trace import marked
 
     class Boundary(torch.autograd.Function):
         """The layer run on (x, its initial states) with its own weights, recorded as above; the weights are
@@ -149,11 +140,11 @@ def _boundary():
         @staticmethod
         def forward(ctx, run, layer, label, recorder, shape, packed, states, x, *tensors):
             ctx.set_materialize_grads(False)
-            with _marked(recorder, paused=True):  # the boundary's own operators are no layer's
+            with marked(recorder, paused=True):  # the boundary's own operators are no layer's
                 inner = [t.detach().requires_grad_(t.requires_grad) for t in (x, *tensors[:states])]
             # a layer, not a cell: its loop is the CPU's one operator, recorded as such each way
             ctx.whole = whole = _cell_traits(layer) is None
-            with _marked(recorder, paused=whole, runs_on="cpu"), torch.enable_grad():
+            with marked(recorder, paused=whole, runs_on="cpu"), torch.enable_grad():
                 outputs = run(inner[0], _state(layer, inner[1:]))
             if whole:
                 _record(recorder, "forward", label, _cpu_layer_op(layer, shape, packed), outputs[0].dtype, shape,
@@ -162,7 +153,7 @@ def _boundary():
                     outputs[0].dtype, shape)
             ctx.inner, ctx.outputs, ctx.weights = inner, outputs, tensors[states:]
             ctx.layer, ctx.label, ctx.recorder, ctx.shape, ctx.packed = layer, label, recorder, shape, packed
-            with _marked(recorder, paused=True):
+            with marked(recorder, paused=True):
                 return tuple(t.detach() for t in outputs)
 
         @staticmethod
@@ -171,7 +162,7 @@ def _boundary():
             sources = [*ctx.inner, *ctx.weights]
             wanted = [t for t in sources if t.requires_grad]
             # the gradients themselves, none accumulated here (autograd does that with those returned)
-            with _marked(ctx.recorder, paused=ctx.whole, runs_on="cpu"):
+            with marked(ctx.recorder, paused=ctx.whole, runs_on="cpu"):
                 found = torch.autograd.grad([t for t, _ in pairs], wanted, [g for _, g in pairs],
                                             allow_unused=True) if pairs and wanted else [None] * len(wanted)
             if ctx.whole:
@@ -220,6 +211,8 @@ def fused_recurrent_layers(named_modules, recorder):
     import torch
     from torch.nn.utils.rnn import PackedSequence
 
+    from .op_trace import marked
+
     boundary = _boundary()
     patched = []
 
@@ -241,7 +234,7 @@ def fused_recurrent_layers(named_modules, recorder):
                     # autocast emulated (prenet.autocast_policy) casts the layer's kernel's inputs and weights,
                     # but torch >= 2 refuses an input of another dtype than the weights before it gets there
                     # unless autocast is on: handed over in the weights' dtype (a cast no GPU step makes)
-                    with _marked(recorder, paused=True):
+                    with marked(recorder, paused=True):
                         dtype = layer._flat_weights[0].dtype
                         x = x.to(dtype)
                         hx = None if hx is None else tuple(h.to(dtype) for h in hx) if isinstance(hx, tuple) \

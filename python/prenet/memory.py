@@ -84,6 +84,7 @@ def saved_activations(model, inputs, autocast=False, updated=None, labels=None):
     import torch
 
     from .autocast_policy import CudaAutocast
+    from .fused_dropout import dropout_as_devices_run
     from .meta_model import weights_on_meta
     from .op_trace import training_loss
     from .saved_tensors import SavedTensors, made_order, segments_followed, storage_key
@@ -92,7 +93,7 @@ def saved_activations(model, inputs, autocast=False, updated=None, labels=None):
     meta = any(t.is_meta for t in tensors(inputs))
     lookups = {}  # the weight of each sparse embedding -> the indices it looked up in the step
     with weights_on_meta(model) if meta else contextlib.nullcontext(), as_on_one_gpu(model), \
-            sparse_lookups_counted(model, lookups):
+            sparse_lookups_counted(model, lookups), dropout_as_devices_run():
         saved = SavedTensors(excluded={storage_key(t) for t in (*model.parameters(), *model.buffers())})
 
         def resident_labels(count, classes, device):

@@ -11,6 +11,7 @@ two small traces differ in their operations (control flow that depends on the ba
 requested batch instead. Either way the model is left as it was: its weights, gradients, buffers (BatchNorm's
 running statistics) and the random number generator.
 """
+import contextlib
 import functools
 import itertools
 import re
@@ -259,6 +260,18 @@ def _recorder(meta=False, direct=None):
     return Recorder()
 
 
+@contextlib.contextmanager
+def marked(recorder, paused=False, runs_on=""):
+    """Within the block the recorder skips operators (`paused`) or marks them with `runs_on` (Op.runs_on); as before
+    after."""
+    before = recorder.paused, recorder.runs_on
+    recorder.paused, recorder.runs_on = paused, runs_on
+    try:
+        yield
+    finally:
+        recorder.paused, recorder.runs_on = before
+
+
 def sparse_embeddings(model):
     """(name, module) of the embeddings of `model` with sparse=True, whose gradients are sparse: the rows looked up."""
     import torch
@@ -403,11 +416,10 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
     their boundaries: a tenth of a meta trace's time), else left empty, and an error raised as PyTorch gave it (no
     module to name). Traced for real, the step starts and ends with no gradients (trace_batches puts the model's own
     back, prenet.model_state)."""
-    import contextlib
-
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
     from .autocast_policy import CudaAutocast
+    from .fused_dropout import dropout_as_devices_run
     from .fused_recurrent import fused_recurrent_layers
     from .meta_model import to_meta, weights_on_meta
     from .model_inputs import call, rejected
@@ -448,7 +460,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
         model.zero_grad(set_to_none=True)
     try:
         with weights_on_meta(model) if meta else contextlib.nullcontext(), as_on_one_gpu(model), \
-                fused_recurrent_layers(named_modules, recorder), recorder:
+                fused_recurrent_layers(named_modules, recorder), dropout_as_devices_run(recorder), recorder:
             with CudaAutocast() if autocast else contextlib.nullcontext():
                 loss = training_loss(call(model, inputs), labels=recorder.resident_labels)
                 if not loss.requires_grad:

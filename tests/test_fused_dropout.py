@@ -32,8 +32,10 @@ def names(ops, runs_on):
     return [(op.phase, op.name) for op in ops if op.runs_on == runs_on]
 
 
-def test_each_dropout_records_the_composite_for_the_cpu_and_one_fused_kernel_each_way_for_a_gpu():
-    ops = op_trace.trace_once(Block(), torch.randn(3, 5, 16))
+@pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "autocast"])
+def test_each_dropout_records_the_composite_for_the_cpu_and_one_fused_kernel_each_way_for_a_gpu(autocast):
+    # (under autocast's emulated casts, which had run the boundary twice for each call)
+    ops = op_trace.trace_once(Block(), torch.randn(3, 5, 16), autocast=autocast)
     fused = names(ops, "cuda")
     assert fused == [("forward", fused_dropout.FORWARD)] * 3 + [("backward", fused_dropout.BACKWARD)] * 3
     composite = names(ops, "cpu")
@@ -41,10 +43,11 @@ def test_each_dropout_records_the_composite_for_the_cpu_and_one_fused_kernel_eac
     assert [name for phase, name in composite if phase == "backward" and name == "mul.Tensor"] == ["mul.Tensor"] * 3
     # the GPU's kernels: output and a one-byte mask forward, the gradient scaled by the mask backward
     forward = next(op for op in ops if op.name == fused_dropout.FORWARD)
-    assert forward.outputs == [forward.inputs[0]] * 2 and forward.output_dtypes == ["float32", "bool"]
+    dtype = "bfloat16" if autocast else "float32"  # the first dropout's input: a linear layer's output
+    assert forward.outputs == [forward.inputs[0]] * 2 and forward.output_dtypes == [dtype, "bool"]
     assert forward.arguments[1:] == [0.1, True] and forward.module == "dropout"
     backward = next(op for op in ops if op.name == fused_dropout.BACKWARD)
-    assert backward.input_dtypes == ["float32", "bool"] and backward.arguments[2] == pytest.approx(1 / 0.9)
+    assert backward.input_dtypes[1] == "bool" and backward.arguments[2] == pytest.approx(1 / 0.9)
     assert F.dropout.__module__ == "torch.nn.functional"  # put back after the trace
 
 

@@ -22,6 +22,8 @@ def _boundary():
 
     from .op_trace import TENSOR, Op, dtype_names, marked
 
+    aten = torch.ops.aten
+
     class Boundary(torch.autograd.Function):
         """Dropout of `x` with probability `p` by `composite` (torch's own function), recorded by `recorder` as both
         devices run it (None: not recorded, the mask kept as the GPU keeps it); `records`: autograd records the call
@@ -36,15 +38,20 @@ def _boundary():
                     return composite(x, p, True, False)
             ctx.label, module_input = recorder.modules[-1] if recorder.modules else ("", None)
             with marked(recorder, paused=True):
-                ctx.inner = x.detach().requires_grad_(x.requires_grad)
+                inner = x.detach().requires_grad_(x.requires_grad)
+            # the composite's operators as aten runs them (Dropout.cpp, _dropout_impl), recorded as autograd would
+            # record them in a step; its backward, the product's gradient, is run by hand below
             with marked(recorder, runs_on="cpu"), torch.enable_grad():
-                ctx.output = composite(ctx.inner, p, True, False)
+                ctx.noise = aten.empty_like.default(inner)
+                aten.bernoulli_.float(ctx.noise, 1.0 - p)
+                aten.div_.Scalar(ctx.noise, 1.0 - p)
+                output = aten.mul.Tensor(inner, ctx.noise)
             dtype = dtype_names[x.dtype]
             recorder.ops.append(Op(recorder.phase, FORWARD, [tuple(x.shape)], [tuple(x.shape)] * 2,
                                    [TENSOR, p, True], ctx.label, dtype, [dtype], [dtype, "bool"], False,
                                    module_input if recorder.phase == "forward" else None, "cuda", records))
             with marked(recorder, paused=True):
-                return ctx.output.detach()
+                return output.detach()
 
         @staticmethod
         def backward(ctx, grad):
@@ -52,7 +59,7 @@ def _boundary():
             if recorder is None:
                 return None, None, None, None, grad * ctx.scale
             with marked(recorder, runs_on="cpu"):
-                found, = torch.autograd.grad(ctx.output, ctx.inner, grad)
+                found = aten.mul.Tensor(grad, ctx.noise)
             dtype, shape = dtype_names[grad.dtype], tuple(grad.shape)
             recorder.ops.append(Op(recorder.phase, BACKWARD, [shape, shape], [shape], [TENSOR, TENSOR, ctx.scale],
                                    ctx.label, dtype, [dtype, "bool"], [dtype], False, None, "cuda"))

@@ -24,28 +24,30 @@ def _boundary():
 
     aten = torch.ops.aten
 
+    def composite(x, p):
+        """(noise, output): dropout's composite as aten runs it off CUDA (Dropout.cpp, _dropout_impl)."""
+        noise = aten.empty_like.default(x)
+        aten.bernoulli_.float(noise, 1.0 - p)
+        aten.div_.Scalar(noise, 1.0 - p)
+        return noise, aten.mul.Tensor(x, noise)
+
     class Boundary(torch.autograd.Function):
-        """Dropout of `x` with probability `p` by `composite` (torch's own function), recorded by `recorder` as both
-        devices run it (None: not recorded, the mask kept as the GPU keeps it); `records`: autograd records the call
-        (Op.autograd_records)."""
+        """Dropout of `x` with probability `p`, recorded by `recorder` as both devices run it (None: not recorded,
+        the mask kept as the GPU keeps it); `records`: autograd records the call (Op.autograd_records)."""
 
         @staticmethod
-        def forward(ctx, composite, recorder, records, p, x):
+        def forward(ctx, recorder, records, p, x):
             ctx.recorder, ctx.scale = recorder, 1.0 / (1.0 - p)
             if recorder is None:  # the memory walk: the GPU's one-byte mask is saved, the output as the CPU has it
                 ctx.save_for_backward(torch.empty(x.shape, dtype=torch.bool, device=x.device))
-                with torch.no_grad():
-                    return composite(x, p, True, False)
+                return composite(x, p)[1]
             ctx.label, module_input = recorder.modules[-1] if recorder.modules else ("", None)
             with marked(recorder, paused=True):
                 inner = x.detach().requires_grad_(x.requires_grad)
-            # the composite's operators as aten runs them (Dropout.cpp, _dropout_impl), recorded as autograd would
-            # record them in a step; its backward, the product's gradient, is run by hand below
+            # the composite's operators, recorded as autograd would record them in a step; its backward, the
+            # product's gradient, is run by hand below
             with marked(recorder, runs_on="cpu"), torch.enable_grad():
-                ctx.noise = aten.empty_like.default(inner)
-                aten.bernoulli_.float(ctx.noise, 1.0 - p)
-                aten.div_.Scalar(ctx.noise, 1.0 - p)
-                output = aten.mul.Tensor(inner, ctx.noise)
+                ctx.noise, output = composite(inner, p)
             dtype = dtype_names[x.dtype]
             recorder.ops.append(Op(recorder.phase, FORWARD, [tuple(x.shape)], [tuple(x.shape)] * 2,
                                    [TENSOR, p, True], ctx.label, dtype, [dtype], [dtype, "bool"], False,
@@ -57,13 +59,13 @@ def _boundary():
         def backward(ctx, grad):
             recorder = ctx.recorder
             if recorder is None:
-                return None, None, None, None, grad * ctx.scale
+                return None, None, None, grad * ctx.scale
             with marked(recorder, runs_on="cpu"):
                 found = aten.mul.Tensor(grad, ctx.noise)
             dtype, shape = dtype_names[grad.dtype], tuple(grad.shape)
             recorder.ops.append(Op(recorder.phase, BACKWARD, [shape, shape], [shape], [TENSOR, TENSOR, ctx.scale],
                                    ctx.label, dtype, [dtype, "bool"], [dtype], False, None, "cuda"))
-            return None, None, None, None, found
+            return None, None, None, found
 
     return Boundary
 
@@ -76,17 +78,17 @@ def dropout_as_devices_run(recorder=None):
     import torch
     import torch.nn.functional as functional
 
-    composite = functional.dropout
+    torchs = functional.dropout
     boundary = _boundary()
 
     def dropout(input, p=0.5, training=True, inplace=False):
         if (inplace or not training or not 0.0 < p < 1.0 or not isinstance(input, torch.Tensor)
                 or not input.is_floating_point() or input.numel() == 0):
-            return composite(input, p, training, inplace)
-        return boundary.apply(composite, recorder, torch.is_grad_enabled() and input.requires_grad, p, input)
+            return torchs(input, p, training, inplace)
+        return boundary.apply(recorder, torch.is_grad_enabled() and input.requires_grad, p, input)
 
     functional.dropout = dropout  # the module's global: its own callers (multi_head_attention_forward) see it too
     try:
         yield
     finally:
-        functional.dropout = composite
+        functional.dropout = torchs

@@ -359,8 +359,31 @@ def test_a_cpu_steps_update_is_timed_per_element_on_its_host(tmp_path, monkeypat
 
 def test_the_update_per_element_is_measured_for_every_optimizer_and_size(monkeypatch):
     monkeypatch.setattr(host_cost, "UPDATE_SIZES", (2 ** 14, 2 ** 16))  # quicker
-    element_ns = host_cost.measure()["optimizer_element_ns"]
+    measured = host_cost.measure()
+    element_ns = measured["optimizer_element_ns"]
     assert set(element_ns) == set(prenet.estimate.OPTIMIZERS)
     for size in ("16384", "65536"):
         # Adam's update does more per element than SGD's
         assert element_ns["adam"][size] > element_ns["sgd_plain"][size] > 0
+    # a bernoulli_ draw, element by element from the generator, takes longer than a plain SGD update's element
+    assert measured["bernoulli_element_ns"] > element_ns["sgd_plain"]["65536"] > 0
+
+
+@pytest.mark.filterwarnings("ignore:this machine.s CPU")
+def test_a_cpu_steps_dropout_noise_is_timed_per_element_by_its_generator(tmp_path, monkeypatch):
+    """On the CPU dropout's bernoulli_ takes the host's measured time per element (host_cost's bernoulli_element_ns);
+    host costs without it cost it by its traffic, as before; a GPU runs dropout fused (prenet.fused_dropout)."""
+    model = nn.Sequential(nn.Linear(64, 512), nn.Dropout(0.2), nn.Linear(512, 10))
+    run = dict(batch=32, input_shape=(64,), dataset_size=64)
+    by_traffic = prenet.predict(model, gpu="cpu", **run).ops
+    costs = {**host_cost.load(), "bernoulli_element_ns": 7.5}
+    (tmp_path / "costs.json").write_text(json.dumps(costs))
+    monkeypatch.setenv("PRENET_HOST_COSTS", str(tmp_path / "costs.json"))
+    drawn = prenet.predict(model, gpu="cpu", **run).ops
+    noise = drawn[drawn.op == "bernoulli_.float"].iloc[0]
+    assert noise.how == "generator" and noise.ms == pytest.approx(1e-6 * 7.5 * 32 * 512)
+    assert noise.ms > 5 * by_traffic[by_traffic.op == "bernoulli_.float"].iloc[0].ms
+    others = drawn.op != "bernoulli_.float"
+    assert list(drawn[others].ms) == pytest.approx(list(by_traffic[others].ms))
+    on_gpu = prenet.predict(model, gpu="V100", **run).ops
+    assert not on_gpu.op.str.startswith("bernoulli").any()

@@ -402,6 +402,11 @@ def _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, c
     gaps_ms = launch_gap.kind_gaps_ms(device, gaps) if gap_in_kernels else {}
     works, ms, basis, spread = _device_times(ops, native, catalog, device, OPTIMIZERS[optimizer], precision, gaps_ms,
                                              with_cuda_core=with_spread)
+    generator_ns = None if on_gpu else costs.get("bernoulli_element_ns")
+    if generator_ns is not None:  # the CPU's generator draws a bernoulli_'s elements one at a time (prenet.host_cost)
+        for i, op in enumerate(ops):
+            if op.name.startswith("bernoulli"):
+                ms[i], basis[i] = 1e-6 * generator_ns * op_costs.numel(op.outputs[0]), "generator"
     # the tensors the step updates (StepOps.updated); an optimizer with a sparse update touches only the rows a sparse
     # gradient holds (StepOps.touched)
     parameters = list(ops_step.touched if optimizer in SPARSE_UPDATES else ops_step.updated)
@@ -501,7 +506,8 @@ def _layers_table(rows, catalog, device, step_ms):
             features = known[key]
             # the pass of its kind the op runs (an add in the backward phase runs an add's forward kernel)
             part = row["part"]
-            flops.append(row["count"] * features[f"{part}_flops"] if row["how"] != "traffic" else 0.0)
+            flops.append(row["count"] * features[f"{part}_flops"] if row["how"] not in ("traffic", "generator")
+                         else 0.0)
             bytes_.append(row["count"] * features[f"{part}_bytes"])
         else:
             flops.append(0.0)

@@ -5,7 +5,8 @@ the step's frame is measured too (prenet.step_frame: what the protocol's step do
 module call's Python), and the update's own arithmetic, per element and optimizer ("optimizer_element_ns"), right
 after a backward pass over weights of UPDATE_SIZES elements (update_element_ns): its square roots and divisions keep
 Adam's update from the memory's pace, so that counting its passes over memory as additions put Adam's update at 0.6
-of its time here, and weights a step leaves in the caches update faster per element than those it has to fetch.
+of its time here, and weights a step leaves in the caches update faster per element than those it has to fetch; and
+a bernoulli_ draw per element ("bernoulli_element_ns"), dropout's noise, which the CPU's generator paces.
 Issuing a kernel on a GPU costs more than dispatching an operator here: that cost comes from GPU hosts'
 measurements (prenet.launch_gap), not from this machine.
 
@@ -154,12 +155,15 @@ def _measure():
         stepped = statistics.median(update() for _ in range(7))  # as a step finds its weights, not the best case
         return 1e9 * (stepped - 1e-6 * _per_call_us(tiny_optimizer.step, 1, repeats=5)) / (UPDATE_LAYERS * width ** 2)
 
+    noise = torch.empty(BERNOULLI_ELEMENTS)
+
     costs = {
         "op_us": _per_call_us(ops, n) - loop_us,
         "module_call_us": _per_call_us(modules, n) - loop_us,
         "autograd_node_us": _per_call_us(backward, chain) - _per_call_us(forward_chain, chain),
         "optimizer_tensor_us": per_tensor,
         "optimizer_element_ns": {name: {str(n): element_ns(name, n) for n in UPDATE_SIZES} for name in OPTIMIZERS},
+        "bernoulli_element_ns": 1e3 * _per_call_us(lambda: noise.bernoulli_(0.9), BERNOULLI_ELEMENTS, repeats=7),
         "first_touch_us_per_page": first_touch_us_per_page(),
         "environment": environment(),
     }
@@ -176,6 +180,11 @@ KEYS = ("op_us", "module_call_us", "autograd_node_us", "optimizer_tensor_us")
 # every model), took 0.76 ns.
 UPDATE_SIZES = (2 ** 19, 2 ** 21, 2 ** 23)
 UPDATE_LAYERS = 4
+# A bernoulli_ draw, dropout's noise on the CPU (prenet.fused_dropout), is timed per element ("bernoulli_element_ns")
+# over a float tensor of this many elements (1 MB): the CPU draws each element from its generator in turn, 7-9 ns an
+# element on this project's Intel Xeon of CPUID model 167, where a product of the same tensors takes 0.2-0.5 ns
+# (ad hoc, 2026-11-27), so its traffic is no measure of it.
+BERNOULLI_ELEMENTS = 2 ** 18
 
 
 def update_element_ns(costs, optimizer, elements):

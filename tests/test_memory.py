@@ -37,7 +37,11 @@ def test_weights_gradients_state_and_data_are_counted_exactly():
     assert got.optimizer_state == 2 * 4 * parameters                      # Adam's two moments
     assert got.data == 10 * (3 * 16 * 16 * 4 + 8)  # the resident data set: images and their int64 class labels
     assert got.batch_data == 4 * (3 * 16 * 16 * 4 + 8)                     # one batch of it
-    assert got.total == got.weights + got.gradients + got.optimizer_state + got.data + got.activations
+    # the backward pass's start: the cross-entropy's gradients of the log-probabilities and of the logits, alive
+    # together (4 samples x 10 classes, fp32, each)
+    assert got.loss_gradients == 2 * 4 * 10 * 4
+    assert got.total == (got.weights + got.gradients + got.optimizer_state + got.data + got.activations +
+                         got.loss_gradients)
     assert got.streamed == got.total - got.data + got.batch_data
     small = prenet.training_memory(model, batch=16, input_shape=(3, 16, 16), dataset_size=10)
     assert small.batch_data == small.data                                  # a batch larger than the data set
@@ -53,6 +57,37 @@ def test_a_language_models_labels_are_resident_data_one_a_token():
     tokens = nn.Sequential(nn.Embedding(50, 8), nn.Linear(8, 50))
     got = prenet.training_memory(tokens, batch=4, example_input=torch.randint(50, (1, 7)), dataset_size=10)
     assert got.data == 10 * (7 * 8 + 7 * 8) and got.batch_data == 4 * (7 * 8 + 7 * 8)
+
+
+class OwnLoss(nn.Module):
+    """A language model that returns its own loss beside its logits, as Hugging Face's do with labels: the next
+    token's cross-entropy over shifted logits (a slice, made contiguous)."""
+
+    def __init__(self, vocab=500):
+        super().__init__()
+        self.embed, self.head = nn.Embedding(vocab, 16), nn.Linear(16, vocab)
+
+    def forward(self, tokens):
+        logits = self.head(self.embed(tokens))
+        shifted = logits[:, :-1].contiguous()
+        loss = nn.functional.cross_entropy(shifted.flatten(0, 1), tokens[:, 1:].flatten())
+        return {"loss": loss, "logits": logits}
+
+
+@pytest.mark.parametrize("model", [nn.Sequential(nn.Embedding(500, 16), nn.Linear(16, 500)), OwnLoss()],
+                         ids=["logits", "own loss"])
+def test_a_large_vocabularys_loss_gradients_are_held_at_the_backward_passs_start(model):
+    """Two gradients as large as the logits alive at once: the log-probabilities' and the logits' (with its own
+    loss, the slice's backward makes two more, one per sliced dimension, after them); views make none. For real as
+    on meta."""
+    tokens = torch.randint(500, (1, 33))
+    got = prenet.training_memory(model, batch=8, example_input=tokens)
+    assert got.loss_gradients == 2 * 8 * 33 * 500 * 4
+    output = model(tokens.expand(8, -1))
+    loss = output["loss"] if isinstance(output, dict) else nn.functional.cross_entropy(output.flatten(0, 1),
+                                                                                        tokens.expand(8, -1).flatten())
+    assert memory.loss_gradient_bytes(loss, output) == got.loss_gradients
+    assert f"loss_gradients {got.loss_gradients / 2 ** 20:.2f} MiB" in repr(got)
 
 
 def test_activations_are_what_autograd_saves_on_meta_as_for_real_and_grow_with_the_batch():

@@ -6,11 +6,14 @@ counted once, whole, weights left out), on the meta device where the model runs 
 batches, linear in the batch between them. Under activation checkpointing, the segments' inputs and the largest
 segment's saves count instead of every segment's (prenet.saved_tensors).
 
-Against the peak memory measured on the H100 (bench/validate_h100.py) the sum is off by a median 1.9% for the
-torchvision models (16 cases; the worst, 36% under, is ResNet-18 at batch 16, measured above its batch 32) and
-3-6% for the plain-PyTorch GPT-2; the plain BERT is 28-38% over, its attention matrices saved where the measured
-library's attention saved none. Not modelled: cuDNN's and cuBLAS's workspaces, the allocator's rounding and
-fragmentation, and the CUDA context.
+The backward pass's start also holds the gradients the loss's own nodes make on their way to the model's output
+(loss_gradient_bytes: a language model's, twice its logits). Against the peak memory measured on the H100
+(bench/validate_h100.py) the sum is off by a median 1.8% for the torchvision models (16 cases; the worst, 36% under,
+is ResNet-18 at batch 16, measured above its batch 32); the plain-PyTorch BERT and GPT-2 are 23-25% and 15-17% over,
+their attention matrices saved where the measured library's fused attention saved none (the same plain models
+measured there ourselves: 5.1% over and 3.9% under, bench/validate_gpu_measured.py). Not modelled: the rest of the
+backward pass's transients, cuDNN's and cuBLAS's workspaces, the allocator's rounding and fragmentation, and the
+CUDA context.
 """
 import contextlib
 from dataclasses import dataclass
@@ -44,11 +47,15 @@ class TrainingMemory:
     data: int
     activations: int
     batch_data: int
+    # the gradients the loss's backward makes on its way to the model's output, alive with every saved activation
+    # at the backward pass's start (loss_gradient_bytes)
+    loss_gradients: int = 0
 
     @property
     def total(self):
         """With the data set resident (the protocol's step)."""
-        return self.weights + self.gradients + self.optimizer_state + self.data + self.activations
+        return (self.weights + self.gradients + self.optimizer_state + self.data + self.activations +
+                self.loss_gradients)
 
     @property
     def streamed(self):
@@ -67,12 +74,48 @@ class TrainingMemory:
     def __repr__(self):
         unit, size = binary_unit(self.total)
         parts = ", ".join(f"{name} {getattr(self, name) / size:.2f}" for name in
-                          ("weights", "gradients", "optimizer_state", "data", "activations"))
+                          ("weights", "gradients", "optimizer_state", "data", "activations", "loss_gradients"))
         return (f"<prenet training memory: {self.total / size:.2f} {unit} ({parts} {unit}); {self.streamed / size:.2f} "
                 f"{unit} with the data streamed a batch at a time>")
 
 
-def saved_activations(model, inputs, autocast=False, updated=None, labels=None):
+def loss_gradient_bytes(loss, output):
+    """Bytes the backward pass holds at its start beyond the saved activations: the gradients the loss's own nodes
+    make on their way to the model's largest output that needs one (a language model's logits: the cross-entropy's
+    gradient of the log-probabilities and then of the logits, each as large as the logits), of which a node's
+    incoming and outgoing ones are alive together (the engine frees a gradient once the node it feeds has run): the
+    largest sum of two made one after the other (views, which make none, between them). Run on the device `loss` is
+    on (meta: prenet.meta_model's kernels where torch 1.13 lacks one); 0 where that backward cannot run there."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from .meta_model import meta_kernel
+    from .saved_tensors import storage_nbytes, storage_key
+
+    wanted = [t for t in tensors(output) if t.requires_grad and t is not loss]
+    if not wanted or not loss.requires_grad:
+        return 0
+    largest = max(wanted, key=lambda t: t.numel() * t.element_size())
+    made = []
+
+    class Sizes(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = (meta_kernel(func) if loss.is_meta else func)(*args, **(kwargs or {}))
+            given = {storage_key(t) for t in tensors((args, kwargs or {}))}  # a view or in-place result makes none
+            new = sum(storage_nbytes(t) for t in tensors(out) if storage_key(t) not in given)
+            if new:
+                made.append(new)
+            return out
+
+    try:
+        with Sizes():
+            torch.autograd.grad(loss, largest, retain_graph=True, allow_unused=True)
+    except (RuntimeError, NotImplementedError, TypeError):  # no meta kernel for some node: not counted
+        return 0
+    return max([a + b for a, b in zip(made, made[1:])] or made or [0])
+
+
+def saved_activations(model, inputs, autocast=False, updated=None, labels=None, loss_gradients=None):
     """Bytes of the tensors the forward pass and loss of `model` on `inputs` save for the backward pass, at their
     peak (prenet.saved_tensors: each storage once, the model's parameters and buffers left out; under activation
     checkpointing, the segments' inputs and the largest segment's saves), run on the device `inputs` are on
@@ -80,7 +123,8 @@ def saved_activations(model, inputs, autocast=False, updated=None, labels=None):
     parameter the step updates (updated_parameters) its bytes and its gradient's: the same where the gradient is
     dense, the rows looked up (with their int64 indices) where it is sparse (an embedding with sparse=True).
     `labels`, a list, gets the count of class labels the step's loss reads (op_trace.training_loss), which the
-    protocol keeps resident with the data: counted with it, not among the activations."""
+    protocol keeps resident with the data: counted with it, not among the activations. `loss_gradients`, a list,
+    gets loss_gradient_bytes of the step."""
     import torch
 
     from .autocast_policy import CudaAutocast
@@ -106,7 +150,10 @@ def saved_activations(model, inputs, autocast=False, updated=None, labels=None):
         with torch.autograd.graph.saved_tensors_hooks(saved.pack_own, lambda tensor: tensor), \
                 segments_followed(saved), made_order(saved):
             with CudaAutocast() if autocast else contextlib.nullcontext():
-                loss = training_loss(call(model, inputs), labels=resident_labels)
+                output = call(model, inputs)
+                loss = training_loss(output, labels=resident_labels)
+        if loss_gradients is not None:
+            loss_gradients.append(loss_gradient_bytes(loss, output))
         if updated is not None:
             for p in updated_parameters(loss, model):
                 rows = lookups.get(id(p))
@@ -168,23 +215,27 @@ def training_memory(model, batch=32, input_shape=None, example_input=None, datas
     model = initialized(model, make_inputs)  # lazy modules not yet run: a copy, with its shapes
     autocast = precision in MIXED_PRECISIONS
     labels = []  # the loss's class labels in a step (their count), at the batch of the walk: `walked`
+    loss_gradients = []  # loss_gradient_bytes of the walk(s)
     with in_mode(model, True):
         try:
             updated, walked = [], batch
             try:
-                activations = saved_activations(model, make_inputs(batch, "meta"), autocast, updated, labels)
+                activations = saved_activations(model, make_inputs(batch, "meta"), autocast, updated, labels,
+                                                loss_gradients)
             except Exception:  # tensors it makes without a device, on the CPU by default: made on meta
-                updated, labels[:] = [], []
+                updated, labels[:], loss_gradients[:] = [], [], []
                 with factories_on_meta():
-                    activations = saved_activations(model, make_inputs(batch, "meta"), autocast, updated, labels)
+                    activations = saved_activations(model, make_inputs(batch, "meta"), autocast, updated, labels,
+                                                    loss_gradients)
         except Exception:  # the model needs real data somewhere: two small batches for real, linear in the batch
             at = {b: [] for b in TRACE_BATCHES}
-            labels[:], walked = [], TRACE_BATCHES[0]
+            labels[:], loss_gradients[:], walked = [], [], TRACE_BATCHES[0]
             with model_kept(model):
                 model.cpu()
-                small, large = ((saved_activations(model, make_inputs(b, "cpu"), autocast, at[b], labels),)
-                                for b in TRACE_BATCHES)
+                small, large = ((saved_activations(model, make_inputs(b, "cpu"), autocast, at[b], labels,
+                                                   loss_gradients),) for b in TRACE_BATCHES)
             activations = max(0, _scale(small, large, batch)[0])  # as a trace's shapes are
+            loss_gradients = [max(0, _scale(loss_gradients[:1], loss_gradients[1:], batch)[0])]
             # a sparse gradient's rows grow with the batch too
             updated = [_scale(a, b, batch) for a, b in zip(*at.values())]
     # the labels are data (int64): resident, as the protocol keeps them, where each sample has the same count
@@ -196,7 +247,8 @@ def training_memory(model, batch=32, input_shape=None, example_input=None, datas
         # the table's)
         optimizer_state=STATE_PER_ELEMENT[optimizer] * sum(dense for dense, _ in updated),
         data=_bytes(make_inputs(dataset_size, "meta")) + dataset_size * label_bytes, activations=activations,
-        batch_data=_bytes(make_inputs(min(batch, dataset_size), "meta")) + min(batch, dataset_size) * label_bytes)
+        batch_data=_bytes(make_inputs(min(batch, dataset_size), "meta")) + min(batch, dataset_size) * label_bytes,
+        loss_gradients=loss_gradients[0])
 
 
 def _bytes(inputs):

@@ -25,7 +25,7 @@ def storage_key(tensor):
     return _storage(tensor)._cdata
 
 
-def _nbytes(tensor):
+def storage_nbytes(tensor):
     """The bytes of the whole storage a saved tensor keeps alive (a view keeps all of it)."""
     return _storage(tensor).nbytes()
 
@@ -43,7 +43,7 @@ class SavedTensors:
         self.starts = []  # per segment: len(made) when it began
 
     def pack_own(self, tensor):
-        self.own[storage_key(tensor)] = (tensor, _nbytes(tensor))
+        self.own[storage_key(tensor)] = (tensor, storage_nbytes(tensor))
         return tensor
 
     def begin_segment(self):
@@ -57,7 +57,7 @@ class SavedTensors:
         key = storage_key(tensor)
         made = self.made.get(key)
         before = made is None or made[0] < self.starts[segment]
-        (self.held if before else self.segments[segment])[key] = (tensor, _nbytes(tensor))
+        (self.held if before else self.segments[segment])[key] = (tensor, storage_nbytes(tensor))
         if before:
             self.held_by.setdefault(key, segment)
 

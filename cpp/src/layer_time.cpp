@@ -60,7 +60,11 @@ public:
     // A composite kind without a predictor of its own runs its forward_kernels; any other is a leaf, timed in the
     // step's precision: a memory-bound kind as its narrowed configuration, a tensor-core kind on its roofline's
     // share at the precision's rate (prenet/precision.hpp).
-    void forward(const LayerConfig& c, Destination d, Precision precision) { forward_in(c, d, 0, precision); }
+    void forward(const LayerConfig& c, Destination d, Precision precision) {
+        forward_in(c, d, 0, precision);
+        if (!c.kind().gpu_bias_kernels || is_host_cpu(gpu_)) return;
+        for (const auto& k : c.kind().gpu_bias_kernels(c)) forward_in(configure(k), scaled(d, k.count), 1, precision);
+    }
 
     void backward(const LayerConfig& c, Destination d, Precision precision) { backward_in(c, d, 0, precision); }
 

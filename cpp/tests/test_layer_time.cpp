@@ -58,7 +58,14 @@ TEST(Kernels, AConvolutionOnTensorCoresIsItsImplicitGemmAndTransposes) {
     EXPECT_EQ(work[0].kind, "linear");
     EXPECT_EQ(work[0].config.at("seq_len"), 4 * 8 * 8);  // output pixels of the batch
     EXPECT_EQ(work[0].config.at("in_features"), 24 * 9);
-    EXPECT_DOUBLE_EQ(forward_flops_of({work[0]}), conv.kind().cost(conv, 4).forward_flops);
+    // the GEMM without the bias, which PyTorch adds after cuDNN's kernels in a kernel of its own: a read and a
+    // write of the output, 2/3 of an add of its size (on CUDA cores too)
+    const auto bias = conv.kind().gpu_bias_kernels(conv);
+    ASSERT_EQ(bias.size(), 1u);
+    EXPECT_EQ(bias[0].kind, "add");
+    EXPECT_EQ(bias[0].config.at("batch") * bias[0].config.at("features"), 4 * 48 * 8 * 8);
+    EXPECT_DOUBLE_EQ(3 * bias[0].count, 2.0);
+    EXPECT_DOUBLE_EQ(forward_flops_of({work[0]}) + 4 * 48 * 8 * 8, conv.kind().cost(conv, 4).forward_flops);
     EXPECT_EQ(work[1].kind, "add");  // input, weights and output, each read and written once
     EXPECT_EQ(work[1].config.at("features"), 4 * 24 * 15 * 15 + 48 * 24 * 9 + 4 * 48 * 8 * 8);
     EXPECT_DOUBLE_EQ(3 * work[1].count, 2.0);
@@ -66,6 +73,10 @@ TEST(Kernels, AConvolutionOnTensorCoresIsItsImplicitGemmAndTransposes) {
                                                                 {"out_channels", 24}, {"kernel_size", 3},
                                                                 {"height", 15}, {"width", 15}, {"groups", 24}});
     EXPECT_TRUE(depthwise.kind().tensor_core_kernels(depthwise).empty());
+    EXPECT_TRUE(depthwise.kind().gpu_bias_kernels(depthwise).empty());  // PyTorch's depthwise kernel adds it
+    auto unbiased = conv.values();
+    unbiased[conv.kind().parameter_index("bias")] = 0;
+    EXPECT_TRUE(conv.kind().gpu_bias_kernels(prenet::LayerConfig(conv.kind(), unbiased)).empty());
 }
 
 TEST(Kernels, AChannelsLastConvolutionNeedsNoTransposesAndItsGradientsKeepTheFormat) {
@@ -73,9 +84,9 @@ TEST(Kernels, AChannelsLastConvolutionNeedsNoTransposesAndItsGradientsKeepTheFor
                                                            {"kernel_size", 3}, {"padding", 1}, {"height", 14},
                                                            {"width", 14}, {"channels_last", 1}});
     const auto work = conv.kind().tensor_core_kernels(conv);
-    ASSERT_EQ(work.size(), 1u);  // the implicit GEMM alone
+    ASSERT_EQ(work.size(), 1u);  // the implicit GEMM alone (its bias added after it)
     EXPECT_EQ(work[0].kind, "linear");
-    EXPECT_DOUBLE_EQ(forward_flops_of(work), conv.kind().cost(conv, 4).forward_flops);
+    EXPECT_DOUBLE_EQ(forward_flops_of(work) + 4 * 48 * 14 * 14, conv.kind().cost(conv, 4).forward_flops);
     for (const auto& gradient : conv.kind().backward_kernels(conv)) {
         if (gradient.kind == "conv2d") EXPECT_EQ(gradient.config.at("channels_last"), 1);
     }
@@ -434,16 +445,29 @@ TEST_F(EstimatorTest, CudnnConvolutionsRunOnTf32TensorCoresByDefaultWhereThatIsF
     EXPECT_DOUBLE_EQ(strict[0].forward_ms, fp32[0].forward_ms);
 
     // On tensor cores: the implicit GEMM, predicted as a linear layer (1e-9 ms per FLOP here) and moved to the
-    // TF32 rate, plus a read and a write of the input, weights and output for the NCHW <-> NHWC transposes.
+    // TF32 rate, plus a read and a write of the input, weights and output for the NCHW <-> NHWC transposes; the
+    // bias is added after either kernel (bias_ms: a read and a write of the output, at the roofline here).
+    auto unbiased = big.values();
+    unbiased[big.kind().parameter_index("bias")] = 0;
+    const prenet::LayerConfig gradient(big.kind(), unbiased);  // also the GEMM's work
     auto tensor_core_ms = [&](const prenet::LayerConfig& c, const prenet::GpuSpec& gpu) {
         const double transposed = 32.0 * 256 * 28 * 28 * 2 + 256.0 * 256 * 9;
-        return 1e-9 * c.kind().cost(c, 4).forward_flops * prenet::tensor_core_factor(c, gpu, Precision::fp32) +
+        return 1e-9 * gradient.kind().cost(gradient, 4).forward_flops *
+                   prenet::tensor_core_factor(c, gpu, Precision::fp32) +
                1e3 * 2 * 4 * transposed / gpu.memory_bandwidth_gbs / 1e9;
+    };
+    auto bias_ms = [&](const prenet::GpuSpec& gpu) {
+        const double outputs = 32.0 * 256 * 28 * 28;
+        return 2.0 / 3.0 * prenet::roofline_ms(outputs, 3 * 4 * outputs, gpu);
     };
     // Here that is slower than the CUDA-core kernel (this bundle's GEMMs reach a tenth of the fp32 peak), so cuDNN
     // would keep the latter, and so does the estimate.
     const auto slow_gemm = prenet::estimate_layer_times(bundle, {big}, ampere, "sgd", Precision::fp32);
-    ASSERT_GT(tensor_core_ms(big, ampere), fp32[0].forward_ms);
+    ASSERT_GT(tensor_core_ms(big, ampere) + bias_ms(ampere), fp32[0].forward_ms);
+    prenet::GpuSpec host = gpu_;  // a CPU (oneDNN fuses the bias into the convolution): no kernel of its own
+    host.bus = "host";
+    EXPECT_NEAR(prenet::estimate_layer_times(bundle, {big}, host, "sgd")[0].forward_ms,
+                fp32[0].forward_ms - bias_ms(gpu_), 1e-12);
     EXPECT_DOUBLE_EQ(slow_gemm[0].forward_ms, fp32[0].forward_ms);
     // With 100x the TF32 rate and the bandwidth the tensor-core path wins, for dX and dW too (without bias; db
     // reads dY once).
@@ -452,12 +476,9 @@ TEST_F(EstimatorTest, CudnnConvolutionsRunOnTf32TensorCoresByDefaultWhereThatIsF
     hopper.memory_bandwidth_gbs = 10000;
     const auto tf32 = prenet::estimate_layer_times(bundle, {big}, hopper, "sgd", Precision::fp32);
     const auto hopper_strict = prenet::estimate_layer_times(bundle, {big}, hopper, "sgd", Precision::fp32_strict);
-    EXPECT_NEAR(tf32[0].forward_ms, tensor_core_ms(big, hopper), 1e-9);
+    EXPECT_NEAR(tf32[0].forward_ms, tensor_core_ms(big, hopper) + bias_ms(hopper), 1e-9);
     EXPECT_LT(tf32[0].forward_ms, hopper_strict[0].forward_ms);
     EXPECT_EQ(tf32[0].forward_basis, prenet::TimeBasis::roofline);  // no add predictor for the transposes
-    auto unbiased = big.values();
-    unbiased[big.kind().parameter_index("bias")] = 0;
-    const prenet::LayerConfig gradient(big.kind(), unbiased);
     EXPECT_NEAR(tf32[0].backward_ms, 2 * tensor_core_ms(gradient, hopper) + 1e3 * 4 * 32 * 256 * 28 * 28 / 10000e9,
                 1e-9);
     // A depthwise convolution keeps its own kernel, memory-bound at either rate: unchanged.

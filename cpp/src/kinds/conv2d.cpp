@@ -77,12 +77,22 @@ std::vector<KernelWork> conv2d_tensor_core_kernels(const LayerConfig& c) {
     if (c["groups"] != 1) return {};
     const auto [hout, wout] = output_plane(c);
     const std::int64_t taps = c["in_channels"] * c["kernel_size"] * c["kernel_size"];
-    std::vector<KernelWork> work = {implicit_gemm(c["batch"] * hout * wout, taps, c["out_channels"], c["bias"])};
+    // the bias is added after cuDNN's kernels (conv2d_bias_add)
+    std::vector<KernelWork> work = {implicit_gemm(c["batch"] * hout * wout, taps, c["out_channels"], 0)};
     if (!c["channels_last"]) {
         work.push_back(layout_transposes(c["batch"] * c["in_channels"] * c["height"] * c["width"] +
                                          c["out_channels"] * taps + c["batch"] * c["out_channels"] * hout * wout));
     }
     return work;
+}
+
+// cuDNN's convolution (groups 1: the depthwise and grouped ones may run PyTorch's own kernels, which add the bias
+// themselves) and then its bias added in place: a read and a write of the output, 2/3 of an add's passes.
+std::vector<KernelWork> conv2d_bias_add(const LayerConfig& c) {
+    if (!c["bias"] || c["groups"] != 1) return {};
+    const auto [hout, wout] = output_plane(c);
+    return {{"add", {{"batch", c["batch"] * c["out_channels"]}, {"features", hout * wout}},
+             kUnaryElementPasses / kBinaryElementPasses}};
 }
 
 // The same convolution as the general kind sees it (convolution.cpp: positions per channel, exact
@@ -123,6 +133,7 @@ LayerKind make_conv2d() {
     kind.backward_kernels = conv2d_backward;
     kind.tensor_cores = TensorCores::cudnn;
     kind.tensor_core_kernels = conv2d_tensor_core_kernels;
+    kind.gpu_bias_kernels = conv2d_bias_add;
     kind.unfitted_parameters = {"groups"};
     kind.unfitted_kernels = conv2d_as_general;
     return kind;

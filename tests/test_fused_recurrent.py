@@ -183,3 +183,18 @@ def test_a_gpu_runs_the_recurrent_kind_in_tf32_by_default_where_it_has_it():
             assert default["forward_ms"] < 0.8 * strict["forward_ms"] and default["backward_ms"] < strict["backward_ms"]
         else:
             assert default == strict
+
+
+def test_a_users_own_forward_of_a_recurrent_layer_is_put_back_after_a_trace():
+    model = Tagger(nn.LSTM)
+    calls = []
+
+    def patched(*args, **kwargs):  # a user's instance patch, kept around the class's forward
+        calls.append(1)
+        return nn.LSTM.forward(model.rnn, *args, **kwargs)
+
+    model.rnn.forward = patched
+    op_trace.trace_once(model, torch.randint(50, (3, 7)))
+    assert vars(model.rnn)["forward"] is patched  # the trace's own forward had been deleted, the patch with it
+    model(torch.randint(50, (2, 5)))
+    assert calls == [1]

@@ -207,14 +207,15 @@ def _fused(layer):
 @contextlib.contextmanager
 def fused_recurrent_layers(named_modules, recorder):
     """Within the block, every recurrent layer and cell among `named_modules` ((name, module) pairs) that a GPU
-    runs fused records as described above (a forward of its own in place of the class's, removed after)."""
+    runs fused records as described above (a forward of its own in place of the class's; its own again after,
+    model_state.forwards_replaced)."""
     import torch
     from torch.nn.utils.rnn import PackedSequence
 
+    from .model_state import forwards_replaced
     from .op_trace import marked
 
     boundary = _boundary()
-    patched = []
 
     def forward_of(layer, label):
         cell = _cell_traits(layer) is not None
@@ -254,12 +255,6 @@ def fused_recurrent_layers(named_modules, recorder):
             return as_given(outputs[0]), _state(layer, list(outputs[1:]))
         return forward
 
-    try:
-        for name, layer in named_modules:
-            if _fused(layer):
-                layer.forward = forward_of(layer, name or type(layer).__name__)
-                patched.append(layer)
+    with forwards_replaced({layer: forward_of(layer, name or type(layer).__name__) for name, layer in named_modules
+                            if _fused(layer)}):
         yield
-    finally:
-        for layer in patched:
-            del layer.forward

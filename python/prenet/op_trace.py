@@ -184,11 +184,8 @@ def _recorder(meta=False, direct=None):
         def resident_labels(self, count, classes, device):
             """Labels for training_loss, made unrecorded: the protocol keeps them resident with the data, so a step
             reads its batch's slice of them and runs no kernel to make them."""
-            self.paused = True
-            try:
+            with marked(self, paused=True):
                 return torch.zeros(count, dtype=torch.long, device=device)
-            finally:
-                self.paused = False
 
         def _operator(self, func):
             name = func.__name__
@@ -469,10 +466,9 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
             recorder.phase, recorder.modules = "backward", []
             loss.backward()
             given = [p for p in model.parameters() if p.grad is not None]  # the twins, on meta
-            recorder.paused = True  # reading a sparse gradient's values is no work of the step
-            updated, touched = ([p.numel() for p in given],
-                                [p.grad._values().numel() if p.grad.is_sparse else p.numel() for p in given])
-            recorder.paused = False
+            with marked(recorder, paused=True):  # reading a sparse gradient's values is no work of the step
+                updated, touched = ([p.numel() for p in given],
+                                    [p.grad._values().numel() if p.grad.is_sparse else p.numel() for p in given])
     except NotTrainable:
         raise
     except Exception as error:

@@ -21,6 +21,7 @@ import prenet
 from prenet.predictors import PACKAGED_HOST_BUNDLE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from report import write_report  # noqa: E402
 from validate_cpu import CASES  # noqa: E402  (the cases the reports measured)
 
 ROW = re.compile(r"^\| (\w+) \| (\d+) \| ([\d.]+) \([^)]*\) \| ([\d.]+) \| ([\d.]+)% \|", re.M)
@@ -65,8 +66,9 @@ def main():
         "| model | batch | measured s | predicted in the report (error) | predicted now (error) |",
         "| --- | --- | --- | --- | --- |", *lines, ""])
     if args.out:
-        args.out.write_text(report)
-    print(report)
+        write_report(args.out, report)
+    else:
+        print(report)
 
 
 if __name__ == "__main__":

@@ -4,12 +4,16 @@ from pathlib import Path
 
 import numpy as np
 
+from readme_tables import refresh_readme
+
 
 def write_report(path, text):
-    """Writes `text` to `path` and prints it."""
+    """Writes `text` to `path` and prints it; a report the README copies (bench/readme_tables.py) is copied there
+    afresh."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
+    refresh_readme(path)
     print(text)
 
 

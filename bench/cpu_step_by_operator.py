@@ -11,7 +11,7 @@ Run:  .venv/bin/python bench/cpu_step_by_operator.py [--case transformer] [--bat
 and the harness run): without it, a step's tensors land on fresh pages and the faults count in the operators that
 first write them. Read the per-operator split with care: on this project's virtual machines the profiler doubles
 a step and its cost lands unevenly (the LSTM model's log-softmax backward read 12.7 ms in a step whose whole loss
-costs 1.6 ms timed without it; README, "Validation so far"). Cases are bench/validate_cpu.py's. Writes
+costs 1.6 ms timed without it; docs/validation.md). Cases are bench/validate_cpu.py's. Writes
 bench/results/cpu_step_by_operator.md.
 """
 import argparse

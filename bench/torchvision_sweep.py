@@ -3,7 +3,7 @@ A sweep for breadth, not accuracy (no measurement here): one row per model with 
 its step, the traced path (meta or cpu), and images a second in training predicted on the A100 in fp32 and bf16 and
 on the H100 in bf16, at batch BATCH; a model that fails is listed with its error. It found the attention products of
 nn.MultiheadAttention traced in fp32 under bf16 (ViT-B/16 at batch 128: 285 images/s on the A100 before, 850
-after; README, "How a prediction is made", step 3).
+after; docs/how_a_prediction_is_made.md, step 3).
 Usage: python bench/torchvision_sweep.py [--batch 128] [--models resnet50 vit_b_16 ...] [--out FILE]"""
 import argparse
 import time

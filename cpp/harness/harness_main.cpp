@@ -130,7 +130,7 @@ torch::Device resolve_device(const std::string& name) {
         if (!torch::cuda::is_available()) {
             std::cerr << "prenet-harness: CUDA was requested but is not available: this LibTorch has no CUDA "
                          "support or sees no GPU. On a GPU machine, build against the LibTorch inside a CUDA torch "
-                         "wheel (see README: collecting on a GPU).\n";
+                         "wheel (see docs/harness_and_data.md, \"Collecting on a GPU\").\n";
             std::exit(3);
         }
         if (!CudaDriver::instance().available()) {

@@ -137,8 +137,8 @@ def calibrate(gpu=None, path=None, per_kind=PER_KIND, progress=True):
                 "status": result["status"], "error": result.get("error", ""), "forward_ms": result.get("forward_ms")}
 
     # the calibration also records this machine's dispatch costs (prenet.host_cost), for the host side of its
-    # steps: a torch 2 host spends 1.3-3.9 times what the packaged file (torch 1.13) holds (README, "Measured on an
-    # H100 ourselves")
+    # steps: a torch 2 host spends 1.3-3.9 times what the packaged file (torch 1.13) holds (docs/validation.md,
+    # "Measured on an H100 ourselves")
     return time_layers(path, record, reference_layers(name, per_kind), lambda: Harness("cuda"),
                        ("device_name", "host_cpu", "torch_version", "cuda_runtime", "cudnn"),
                        f"calibrating the GPU predictors to {name}", progress, row_of, HARNESS_TIMEOUT_S)

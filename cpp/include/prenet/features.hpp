@@ -21,7 +21,7 @@ inline constexpr double kFp32Bytes = 4.0;
 // train_kernel_bound_ms and backward_kernel_bound_ms are the training step's (forward and backward) and the backward
 // pass's roofline bounds plus the same: on the CPU set a layer's least training step is 5-20 us (elementwise kinds
 // 5, those with weights 12-20), and targets over them beat those over the bare bound (the step) and plain log time
-// (the backward pass) on validation for most kinds (README, "Per-layer predictors").
+// (the backward pass) on validation for most kinds (docs/predictors.md).
 inline constexpr double kKernelStartupMs = 0.010;
 
 using FeatureVector = std::vector<std::pair<std::string, double>>;

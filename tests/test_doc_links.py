@@ -1,0 +1,26 @@
+"""Every relative link of the README, data/README.md and docs/ names a file that exists (sections moved into docs/
+keep their links working from there), and every page of docs/ is reached from the README."""
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", ROOT / "data" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def relative_links(page):
+    return [target.partition("#")[0] for target in LINK.findall(page.read_text())
+            if not re.match(r"^(https?:|mailto:|#)", target)]
+
+
+def test_every_relative_link_names_a_file_that_exists():
+    missing = [f"{page.relative_to(ROOT)} -> {target}" for page in PAGES for target in relative_links(page)
+               if not (page.parent / target).exists()]
+    assert not missing, "links to nothing: " + "; ".join(missing)
+
+
+def test_every_docs_page_is_linked_from_the_readme():
+    linked = {(ROOT / target).resolve() for target in relative_links(ROOT / "README.md")}
+    pages = set((ROOT / "docs").glob("*.md"))
+    assert pages, "docs/ has no pages"
+    assert not {page.resolve() for page in pages} - linked

@@ -9,9 +9,9 @@ Traced (prenet.op_trace), each such call runs within a boundary (a torch.autogra
 composite's operators, as they run, marked runs_on="cpu", and the fused kernels marked "cuda"; the costing keeps the
 ones of the device it costs for (prenet.estimate), as for recurrent layers (prenet.fused_recurrent). The memory walk
 (prenet.memory, a GPU's memory) runs the fused form: the one-byte mask is what the step keeps. In-place dropout, p of
-0 or 1, and feature or alpha dropout run their composite on every device, as they do on a GPU (its in-place form
-runs the fused kernel and a copy: left as the composite here); so does dropout inside TorchScript, which does not
-call torch.nn.functional.dropout from Python."""
+0 or 1, and feature or alpha dropout run their composite on every device, as they do on a GPU (Dropout.cpp's
+dropout_ and feature and alpha forms take no fused path); so does dropout inside TorchScript, which does not call
+torch.nn.functional.dropout from Python."""
 import contextlib
 
 FORWARD, BACKWARD = "native_dropout.default", "native_dropout_backward.default"

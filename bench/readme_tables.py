@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-BLOCK = re.compile(r"(<!-- begin: (?P<source>[^ ]+) -->\n)(?P<body>.*?)(<!-- end: (?P=source) -->)", re.S)
+BLOCK = re.compile(r"(?P<begin><!-- begin: (?P<source>[^ ]+) -->\n).*?(?P<end><!-- end: (?P=source) -->)", re.S)
 
 
 def report_block(text):
@@ -42,7 +42,7 @@ def refreshed(readme_text, root=ROOT, only=None):
         path = root / source
         if not path.is_file():
             raise ValueError(f"README block {source}: no such report")
-        return match[1] + report_block(path.read_text()) + match[4]
+        return match["begin"] + report_block(path.read_text()) + match["end"]
 
     return BLOCK.sub(fill, readme_text)
 

@@ -93,12 +93,16 @@ class Estimate:
         return self.memory_of() if self.memory_of else None
 
     @property
+    def _gpu_memory_gb(self):
+        return find_gpu(self.gpu)["memory_gb"]  # the catalog's
+
+    @property
     def fits(self):
         """Whether the step fits the GPU's memory (the catalog's) with the data copied in a batch at a time, as
         prenet.compare's `fits`; None on the CPU or where `memory` is None."""
         if self.memory is None or not self._on_gpu:
             return None
-        return self.memory.fits(find_gpu(self.gpu)["memory_gb"], resident=False)
+        return self.memory.fits(self._gpu_memory_gb, resident=False)
 
     def _memory_text(self):
         """The repr's words on memory: for a GPU, and a model traced on meta tensors (its memory walk as quick)."""
@@ -106,7 +110,7 @@ class Estimate:
             return ""
         from .memory import binary_unit
 
-        available = find_gpu(self.gpu)["memory_gb"]
+        available = self._gpu_memory_gb
         try:
             need = self.memory.streamed
         except Exception as error:  # a repr does not raise: `memory` does, when read itself

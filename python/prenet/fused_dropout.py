@@ -20,7 +20,7 @@ FORWARD, BACKWARD = "native_dropout.default", "native_dropout_backward.default"
 def _boundary():
     import torch
 
-    from .op_trace import TENSOR, Op, dtype_names, marked
+    from .op_trace import TENSOR, device_op, dtype_names, marked
 
     aten = torch.ops.aten
 
@@ -49,9 +49,9 @@ def _boundary():
             with marked(recorder, runs_on="cpu"), torch.enable_grad():
                 ctx.noise, output = composite(inner, p)
             dtype = dtype_names[x.dtype]
-            recorder.ops.append(Op(recorder.phase, FORWARD, [tuple(x.shape)], [tuple(x.shape)] * 2,
-                                   [TENSOR, p, True], ctx.label, dtype, [dtype], [dtype, "bool"], False,
-                                   module_input if recorder.phase == "forward" else None, "cuda", records))
+            recorder.ops.append(device_op(recorder.phase, FORWARD, [tuple(x.shape)], [tuple(x.shape)] * 2,
+                                          [TENSOR, p, True], ctx.label, [dtype], [dtype, "bool"], module_input,
+                                          autograd_records=records))
             with marked(recorder, paused=True):
                 return output.detach()
 
@@ -63,8 +63,8 @@ def _boundary():
             with marked(recorder, runs_on="cpu"):
                 found = aten.mul.Tensor(grad, ctx.noise)
             dtype, shape = dtype_names[grad.dtype], tuple(grad.shape)
-            recorder.ops.append(Op(recorder.phase, BACKWARD, [shape, shape], [shape], [TENSOR, TENSOR, ctx.scale],
-                                   ctx.label, dtype, [dtype, "bool"], [dtype], False, None, "cuda"))
+            recorder.ops.append(device_op(recorder.phase, BACKWARD, [shape, shape], [shape],
+                                          [TENSOR, TENSOR, ctx.scale], ctx.label, [dtype, "bool"], [dtype]))
             return None, None, None, found
 
     return Boundary

@@ -50,13 +50,12 @@ def configuration(arguments, shape):
 def _record(recorder, phase, label, ops, dtype, module_input=None, runs_on="cuda"):
     """Appends `ops`, (name, input shapes, output shapes, arguments or None for tensors only), as the ops of the
     device `runs_on` names."""
-    from .op_trace import TENSOR, Op, dtype_names
+    from .op_trace import TENSOR, device_op, dtype_names
 
     dtype = dtype_names[dtype]
     for name, inputs, outputs, arguments in ops:
-        recorder.ops.append(Op(phase, name, inputs, outputs, arguments or [TENSOR] * len(inputs), label, dtype,
-                               [dtype] * len(inputs), [dtype] * len(outputs), False,
-                               module_input if phase == "forward" else None, runs_on))
+        recorder.ops.append(device_op(phase, name, inputs, outputs, arguments or [TENSOR] * len(inputs), label,
+                                      [dtype] * len(inputs), [dtype] * len(outputs), module_input, runs_on))
 
 
 # torch.nn cell class -> (weight blocks per hidden unit, the CUDA fused kernel forward and backward, the workspace

@@ -57,6 +57,16 @@ class Op:
     autograd_records: bool = True
 
 
+def device_op(phase, name, inputs, outputs, arguments, module, input_dtypes, output_dtypes, module_input=None,
+              runs_on="cuda", autograd_records=True):
+    """An Op the trace did not dispatch: a kernel a device runs in place of the operators traced on the CPU or meta
+    device (a cuDNN recurrent layer, prenet.fused_recurrent; fused dropout, prenet.fused_dropout). Its dtype is its
+    first input's; its module input is kept in the forward phase only, as the recorder keeps it."""
+    return Op(phase, name, inputs, outputs, arguments, module, input_dtypes[0] if input_dtypes else "",
+              input_dtypes, output_dtypes, False, module_input if phase == "forward" else None, runs_on,
+              autograd_records)
+
+
 class StepOps(list):
     """The operators of one training step (Op, in the order they ran), with `module_calls`: how many times the
     model's modules were called in it (a module called three times counts three: each call runs its Python), and

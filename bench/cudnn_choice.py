@@ -1,5 +1,5 @@
 """What cuDNN's heuristic choice of a convolution algorithm costs against the fastest one: PyTorch's default
-(torch.backends.cudnn.benchmark off), which ../shared/PROTOCOL.md measures and users run, against the algorithm
+(torch.backends.cudnn.benchmark off), which docs/measurement_protocol.md measures and users run, against the algorithm
 benchmarking finds, which is how NeuSight timed the convolutions the GPU predictors learned from. For the distinct
 convolutions of the image models of the H100 validation set (VGG-16, ResNet-18, ResNet-50, MobileNetV2) at the
 batches measured there: the forward pass and the backward pass (input and weight gradients), timed with CUDA

@@ -1,4 +1,4 @@
-"""Measures whole-model training epochs on a CUDA GPU with prenet.measure (../shared/PROTOCOL.md), for the cases
+"""Measures whole-model training epochs on a CUDA GPU with prenet.measure (docs/measurement_protocol.md), for the cases
 that the H100 validation set does not hold: the CPU report's models, recurrent layers as cuDNN and aten's fused
 cells run them, fp16 with a GradScaler, TF32 switched on and off, a vision transformer, and BERT-base and GPT-2
 both as Hugging Face builds them (where `transformers` is importable) and as prenet.reference_models' stand-ins.

@@ -371,7 +371,9 @@ def parser():
     t.add_argument("--json", action="store_true", help="print one JSON object")
     t.add_argument("--no-progress", action="store_true", help="no progress bars (on stderr)")
     t.set_defaults(run=_training)
-    m = sub.add_parser("measure", help="measured training epoch of a model (../shared/PROTOCOL.md)")
+    m = sub.add_parser("measure", help="measured training epoch of a model: synthetic data resident on the device, "
+                       "one warm-up epoch, the median of the timed ones (the repository's "
+                       "docs/measurement_protocol.md)")
     m.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (default cuda)")
     _training_run_arguments(m)
     m.add_argument("--repeats", type=int, default=3, help="timed epochs after the warm-up (>= 3)")

@@ -25,7 +25,7 @@ from .model_state import in_mode
 from .predictors import (MIXED_PRECISIONS, PACKAGED_UNSEEN_BUNDLE, check_precision, gpu_bundle_folder,
                          learned_timing, resolve)
 
-# Optimizer names as prenet.predict and prenet.measure take them (../shared/PROTOCOL.md: "sgd" is SGD with
+# Optimizer names as prenet.predict and prenet.measure take them (docs/measurement_protocol.md: "sgd" is SGD with
 # momentum 0.9) -> the native optimizer table's names.
 OPTIMIZERS = {"sgd": "sgd_momentum", "sgd_nesterov": "sgd_momentum", "sgd_plain": "sgd", "adam": "adam",
               "adamw": "adamw", "rmsprop": "rmsprop", "adagrad": "adagrad"}
@@ -337,7 +337,7 @@ def _owners(ops):
     return [op.module or ("(autograd)" if op.phase == "backward" else "(loss)") for op in ops]
 
 
-# fp16 trains with a GradScaler (../shared/PROTOCOL.md; torch/cuda/amp/grad_scaler.py). Before the optimizer's
+# fp16 trains with a GradScaler (docs/measurement_protocol.md; torch/cuda/amp/grad_scaler.py). Before the optimizer's
 # step: the loss scaled (1 kernel), the inverse scale (3) and the overflow flag (1) made, every gradient unscaled
 # in place by a multi-tensor pass that reads and writes it and checks it for inf and NaN, and the flag read on the
 # host (.item(): the host waits for the device); after it, the scale updated (1 kernel).

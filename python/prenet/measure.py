@@ -1,4 +1,4 @@
-"""prenet.measure: the measured epoch time of a model, exactly as ../shared/PROTOCOL.md defines the ground truth
+"""prenet.measure: the measured epoch time of a model, exactly as docs/measurement_protocol.md defines the ground truth
 that every prediction is judged against, so that a user can check a prediction on their own machine.
 
 N synthetic samples resident on the device, consumed in order in batches of B (the last partial batch kept);

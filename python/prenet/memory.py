@@ -1,4 +1,4 @@
-"""How much device memory training a model takes, by the protocol's step (../shared/PROTOCOL.md: the data set
+"""How much device memory training a model takes, by the protocol's step (docs/measurement_protocol.md: the data set
 resident on the device, one optimizer step per batch): its weights, their gradients, the optimizer's state, the
 resident samples and the activations the forward pass saves for the backward pass. Those are found exactly, not
 guessed from layer types: the forward pass and loss run with a hook on every tensor autograd saves (each storage

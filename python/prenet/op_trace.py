@@ -389,8 +389,8 @@ def _first_tensor(value):
 
 
 def training_loss(output, labels=None):
-    """The loss a training step takes from a model's output, as ../shared/PROTOCOL.md defines it: the model's own
-    (a 0-d tensor, prenet.model_inputs.own_loss), else the cross-entropy of its logits (_first_tensor; classes along
+    """The loss a training step takes from a model's output, as docs/measurement_protocol.md defines it: the model's
+    own (a 0-d tensor, prenet.model_inputs.own_loss), else the cross-entropy of its logits (_first_tensor; classes along
     the last dimension, every other position a sample, each with a class label) in float32, or the mean
     of a 1-d output. prenet.measure trains with it and prenet.predict traces it: on a language model's output
     (a token's logits over the vocabulary) a cross-entropy reads and writes those logits several times where a mean

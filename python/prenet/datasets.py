@@ -60,7 +60,9 @@ def load_neusight(folder=None, timing="latency"):
     folder = Path(folder) if folder else neusight_folder()
     files = sorted(folder.glob("*__*.csv.gz"))
     if not files:
-        raise FileNotFoundError(f"no NeuSight files (<op>__<GPU>.csv.gz) in {folder}; set PRENET_NEUSIGHT")
+        raise FileNotFoundError(f"no NeuSight files (<op>__<GPU>.csv.gz) in {folder}; set PRENET_NEUSIGHT to the "
+                                "folder of NeuSight's operator latencies (needed to fit or reproduce the GPU "
+                                "predictors only: prenet.predict uses the packaged ones)")
     tables = {}
     for path in files:
         operator = path.name.split("__")[0]

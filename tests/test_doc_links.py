@@ -1,5 +1,6 @@
 """Every relative link of the README, data/README.md and docs/ names a file that exists (sections moved into docs/
-keep their links working from there), and every page of docs/ is reached from the README."""
+keep their links working from there) and, where it names a section (#anchor), a heading of that file; every page of
+docs/ is reached from the README."""
 import re
 from pathlib import Path
 
@@ -13,10 +14,29 @@ def relative_links(page):
             if not re.match(r"^(https?:|mailto:|#)", target)]
 
 
+def anchors(page):
+    """The anchors of a page's headings, as GitHub makes them: lower case, punctuation dropped, spaces as hyphens."""
+    return {re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+            for title in re.findall(r"^#+ (.+)$", page.read_text(), re.M)}
+
+
 def test_every_relative_link_names_a_file_that_exists():
     missing = [f"{page.relative_to(ROOT)} -> {target}" for page in PAGES for target in relative_links(page)
                if not (page.parent / target).exists()]
     assert not missing, "links to nothing: " + "; ".join(missing)
+
+
+def test_every_link_to_a_section_names_a_heading_of_its_page():
+    missing = []
+    for page in PAGES:
+        for target in LINK.findall(page.read_text()):
+            if re.match(r"^(https?:|mailto:)", target) or "#" not in target:
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path) if path else page
+            if linked.suffix == ".md" and anchor not in anchors(linked):
+                missing.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert not missing, "links to no heading: " + "; ".join(missing)
 
 
 def test_every_docs_page_is_linked_from_the_readme():

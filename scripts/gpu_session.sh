@@ -3,9 +3,11 @@
 # session lent a GPU, most telling first, each step cut to the time left: build prenet with its predictors and the
 # harness against the machine's torch; check that an error raised by the native core reaches Python as an error (it
 # crashed on the GPU images of 2026-11-24 and -26, until the core stopped using the C++ locale;
-# scripts/probe_native_errors.sh logs what tells the cause where it still does); run the test suite under that
-# torch (tests/test_cuda_paths.py runs only there); calibrate the GPU predictors to the GPU (prenet calibrate
-# --gpu); measure what cuDNN's heuristic choice of algorithm costs against benchmarking (bench/cudnn_choice.py);
+# scripts/probe_native_errors.sh logs what tells the cause where it still does); the tests that run only where CUDA
+# is (tests/test_cuda_paths.py); the operators prenet costs for a GPU step against those the GPU dispatches
+# (bench/gpu_trace_vs_device.py); calibrate the GPU predictors to the GPU (prenet calibrate --gpu); the H100
+# validation traced under that torch; the rest of the test suite under it; measure what cuDNN's heuristic choice of
+# algorithm costs against benchmarking (bench/cudnn_choice.py);
 # where a host-bound step's host time goes, phase by phase (bench/gpu_step_host_profile.py); bench/measure_gpu.py's
 # whole-model cases not yet in data/epochs/<GPU>.jsonl; the host's cost per operation; whether a convolution slows
 # down as its process runs more shapes (bench/conv_order_effect.py, where 5 minutes are left); layer rows for the
@@ -46,16 +48,28 @@ if ! build_and_install "$OUT_DIR/build.log"; then
 fi
 say "does an error of the native core reach Python? (scripts/probe_native_errors.sh)"
 PYTHON="$PYTHON" bash scripts/probe_native_errors.sh "$OUT_DIR"
-say "test suite"
-# SIGINT at the limit, so that pytest still prints what failed so far; -v names each test as it ends
-timeout -s INT -k 20 "$(cap 150)" "$PYTHON" -m pytest -v --tb=short -p no:cacheprovider -n "$(nproc)" -rfE \
-  --deselect tests/test_gpu_build.py tests > "$OUT_DIR/pytest.log" 2>&1
-grep -E "passed|failed" "$OUT_DIR/pytest.log" | tail -1
+say "the tests that need CUDA (tests/test_cuda_paths.py)"
+timeout -s INT -k 10 "$(cap 90)" "$PYTHON" -m pytest -v --tb=short -p no:cacheprovider -rfE \
+  tests/test_cuda_paths.py > "$OUT_DIR/pytest_cuda.log" 2>&1
+grep -E "passed|failed" "$OUT_DIR/pytest_cuda.log" | tail -1
+say "the operators prenet costs for a GPU step against the ones the GPU dispatches"
+(cd bench && timeout "$(cap 90)" "$PYTHON" gpu_trace_vs_device.py --out "$OUT_DIR/gpu_trace_vs_device.md" 2>&1 | tail -3)
 GPU="$("$PYTHON" -c 'import torch; print(torch.cuda.get_device_name().replace(" ", "_"))')"
 if worth 120; then
   say "GPU calibration (prenet calibrate --gpu), kept in OUT_DIR"
   timeout "$(cap 150)" "$PYTHON" -m prenet calibrate --gpu --no-progress --out "$OUT_DIR/gpu_calibration.json" \
     2>&1 | tail -2
+fi
+if worth 90; then
+  say "the H100 validation traced under this machine's torch (bench/validate_h100.py)"
+  (cd bench && timeout "$(cap 120)" "$PYTHON" validate_h100.py --out "$OUT_DIR/validate_h100_trace.md" 2>&1 | tail -3)
+fi
+if worth 90; then
+  say "test suite"
+  # SIGINT at the limit, so that pytest still prints what failed so far; -v names each test as it ends
+  timeout -s INT -k 20 "$(cap 150)" "$PYTHON" -m pytest -v --tb=short -p no:cacheprovider -n "$(nproc)" -rfE \
+    --deselect tests/test_gpu_build.py --ignore tests/test_cuda_paths.py tests > "$OUT_DIR/pytest.log" 2>&1
+  grep -E "passed|failed" "$OUT_DIR/pytest.log" | tail -1
 fi
 if worth 120; then
   say "cuDNN's heuristic algorithms against benchmarked ones"

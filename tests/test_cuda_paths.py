@@ -1,6 +1,6 @@
 """prenet.measure and prenet.predict on a machine with a CUDA GPU, for the models whose support was written where no
-GPU was at hand (lazy modules, SyncBatchNorm, TorchScript, the resident data set's check, gpu="cuda"). Skipped
-without CUDA; scripts/gpu_session.sh runs them on a lent GPU."""
+GPU was at hand (lazy modules, SyncBatchNorm, TorchScript, the resident data set's check, gpu="cuda", dropout as a
+GPU runs it). Skipped without CUDA; scripts/gpu_session.sh runs them on a lent GPU."""
 import pytest
 import torch
 from torch import nn
@@ -73,3 +73,42 @@ def test_gpu_cuda_predicts_for_the_gpu_measure_times():
     assert by_device.step_seconds == by_name.step_seconds
     with pytest.raises(ValueError, match="cuda:99"):
         prenet.predict(small_cnn(), batch=8, input_shape=SHAPE, gpu="cuda:99")
+
+
+def dispatched_on_gpu(model, shape, batch=8):
+    """The aten operators a CUDA GPU dispatches in a training step of `model` (forward, loss, backward), by name."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from prenet.op_trace import training_loss
+
+    names = []
+
+    class Recorder(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            names.append(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    model = model.cuda().train()
+    inputs = torch.randn((batch,) + shape, device="cuda")
+    with Recorder():
+        training_loss(model(inputs)).backward()
+    return names
+
+
+def costed_for_the_gpu(model, shape, batch=8):
+    """The operators prenet.predict(gpu="cuda") costs in the same step, by name."""
+    return list(prenet.predict(model, batch=batch, input_shape=shape, gpu="cuda").ops["op"])
+
+
+def test_dropout_runs_as_one_fused_kernel_each_way_on_the_gpu_as_costed():
+    model = nn.Sequential(nn.Linear(64, 128), nn.Dropout(0.5), nn.Linear(128, 10))
+    for names in (costed_for_the_gpu(model, (64,)), dispatched_on_gpu(model, (64,))):
+        assert names.count("native_dropout.default") == 1 and names.count("native_dropout_backward.default") == 1
+        assert not any(name.startswith("bernoulli") for name in names)
+
+
+def test_in_place_dropout_runs_its_composite_on_the_gpu_as_costed():
+    model = nn.Sequential(nn.Linear(64, 128), nn.Dropout(0.5, inplace=True), nn.ReLU(), nn.Linear(128, 10))
+    for names in (costed_for_the_gpu(model, (64,)), dispatched_on_gpu(model, (64,))):
+        assert "native_dropout.default" not in names
+        assert sum(name.startswith("bernoulli_") for name in names) == 1

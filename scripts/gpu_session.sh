@@ -53,7 +53,8 @@ timeout -s INT -k 10 "$(cap 90)" "$PYTHON" -m pytest -v --tb=short -p no:cachepr
   tests/test_cuda_paths.py > "$OUT_DIR/pytest_cuda.log" 2>&1
 grep -E "passed|failed" "$OUT_DIR/pytest_cuda.log" | tail -1
 say "the operators prenet costs for a GPU step against the ones the GPU dispatches"
-(cd bench && timeout "$(cap 90)" "$PYTHON" gpu_trace_vs_device.py --out "$OUT_DIR/gpu_trace_vs_device.md" 2>&1 | tail -3)
+(cd bench && timeout "$(cap 90)" "$PYTHON" gpu_trace_vs_device.py --out "$OUT_DIR/gpu_trace_vs_device.md" 2>&1 \
+  | tail -3)
 GPU="$("$PYTHON" -c 'import torch; print(torch.cuda.get_device_name().replace(" ", "_"))')"
 if worth 120; then
   say "GPU calibration (prenet calibrate --gpu), kept in OUT_DIR"

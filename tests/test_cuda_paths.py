@@ -1,6 +1,6 @@
 """prenet.measure and prenet.predict on a machine with a CUDA GPU, for the models whose support was written where no
-GPU was at hand (lazy modules, SyncBatchNorm, TorchScript, the resident data set's check, gpu="cuda", dropout as a
-GPU runs it). Skipped without CUDA; scripts/gpu_session.sh runs them on a lent GPU."""
+GPU was at hand (lazy modules, SyncBatchNorm, TorchScript, the resident data set's check, gpu="cuda", dropout and
+attention as a GPU runs them). Skipped without CUDA; scripts/gpu_session.sh runs them on a lent GPU."""
 import pytest
 import torch
 from torch import nn
@@ -112,3 +112,13 @@ def test_in_place_dropout_runs_its_composite_on_the_gpu_as_costed():
     for names in (costed_for_the_gpu(model, (64,)), dispatched_on_gpu(model, (64,))):
         assert "native_dropout.default" not in names
         assert sum(name.startswith("bernoulli_") for name in names) == 1
+
+
+def test_attention_runs_as_one_fused_kernel_each_way_on_the_gpu_as_costed():
+    model = nn.Sequential(nn.TransformerEncoderLayer(64, 4, 128, dropout=0.1, batch_first=True), nn.Linear(64, 10))
+
+    def fused(names):
+        return [name.split(".")[0].endswith("_backward") for name in names if name.startswith("_scaled_dot_product")]
+
+    costed, dispatched = fused(costed_for_the_gpu(model, (16, 64))), fused(dispatched_on_gpu(model, (16, 64)))
+    assert costed == dispatched == [False, True]  # forward, then backward

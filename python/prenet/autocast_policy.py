@@ -71,13 +71,23 @@ def _no_handler(*_):
 
 
 @functools.lru_cache(maxsize=None)
-def _unguarded(func):
-    """A copy of the Python function `func` whose checks for a __torch_function__ handler (HANDLER_CHECKS) answer
-    no, so that its body runs instead of handing the call back to the mode; made once per function, with the names
-    of its module as they were then."""
-    scope = {**func.__globals__, **{name: _no_handler for name in HANDLER_CHECKS}}
+def _unguarded_copy(func):
+    """(copy of the Python function `func`, the globals it reads), made once per function."""
+    scope = {}
     copy = types.FunctionType(func.__code__, scope, func.__name__, func.__defaults__, func.__closure__)
     copy.__kwdefaults__ = func.__kwdefaults__
+    return copy, scope
+
+
+def _unguarded(func):
+    """A copy of the Python function `func` whose checks for a __torch_function__ handler (HANDLER_CHECKS) answer
+    no, so that its body runs instead of handing the call back to the mode, with the names of its module as they are
+    at this call: a boundary standing in for one of them (prenet.fused_dropout's dropout) is the current trace's,
+    not the one in place when the copy was made (a copy of the names at the first call had sent later traces'
+    dropout and attention to the first trace's recorder)."""
+    copy, scope = _unguarded_copy(func)
+    scope.update(func.__globals__)
+    scope.update((name, _no_handler) for name in HANDLER_CHECKS)
     return copy
 
 

@@ -128,6 +128,7 @@ def saved_activations(model, inputs, autocast=False, updated=None, labels=None, 
     import torch
 
     from .autocast_policy import CudaAutocast
+    from .fused_attention import attention_as_devices_run
     from .fused_dropout import dropout_as_devices_run
     from .meta_model import weights_on_meta
     from .op_trace import training_loss
@@ -137,7 +138,7 @@ def saved_activations(model, inputs, autocast=False, updated=None, labels=None, 
     meta = any(t.is_meta for t in tensors(inputs))
     lookups = {}  # the weight of each sparse embedding -> the indices it looked up in the step
     with weights_on_meta(model) if meta else contextlib.nullcontext(), as_on_one_gpu(model), \
-            sparse_lookups_counted(model, lookups), dropout_as_devices_run():
+            sparse_lookups_counted(model, lookups), dropout_as_devices_run(), attention_as_devices_run():
         saved = SavedTensors(excluded={storage_key(t) for t in (*model.parameters(), *model.buffers())})
 
         def resident_labels(count, classes, device):

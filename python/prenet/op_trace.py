@@ -426,6 +426,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
     from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
     from .autocast_policy import CudaAutocast
+    from .fused_attention import attention_as_devices_run
     from .fused_dropout import dropout_as_devices_run
     from .fused_recurrent import fused_recurrent_layers
     from .meta_model import to_meta, weights_on_meta
@@ -467,7 +468,8 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
         model.zero_grad(set_to_none=True)
     try:
         with weights_on_meta(model) if meta else contextlib.nullcontext(), as_on_one_gpu(model), \
-                fused_recurrent_layers(named_modules, recorder), dropout_as_devices_run(recorder), recorder:
+                fused_recurrent_layers(named_modules, recorder), dropout_as_devices_run(recorder), \
+                attention_as_devices_run(recorder), recorder:
             with CudaAutocast() if autocast else contextlib.nullcontext():
                 loss = training_loss(call(model, inputs), labels=recorder.resident_labels)
                 if not loss.requires_grad:

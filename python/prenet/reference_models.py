@@ -3,9 +3,11 @@
 They reproduce the architectures of `transformers.BertForSequenceClassification(BertConfig(num_labels=2))` and
 `transformers.GPT2LMHeadModel(GPT2Config())` layer for layer (same parameter counts: 109,483,778 and 124,439,808;
 GPT-2's output layer shares the token embedding), including their dropouts, their losses and GPT-2's
-tanh-approximated GELU written as elementwise operations. Attention is written as two batched products and a
-softmax (the library's "eager" implementation); the library picks PyTorch's fused scaled_dot_product_attention
-where the installed torch has it, which does not materialise the score matrix. Weights are initialised by
+tanh-approximated GELU written as elementwise operations. Attention is scaled_dot_product_attention (the library's
+"sdpa" implementation, its choice where the installed torch has that function, as on the GPU machines whose
+epochs validate them): prenet.fused_attention's, torch's own where it exists, else its math path written out
+(two batched products and a softmax, as the library's "eager" implementation), traced as a GPU runs it, one fused
+kernel each way, whichever torch traces it. Weights are initialised by
 PyTorch's defaults, not the library's (timing does not depend on them). Beside them, a token decoder that steps a
 recurrent cell in Python (CellDecoder), the way aten's fused cell kernels are used.
 """
@@ -14,6 +16,8 @@ import math
 import torch
 from torch import nn
 from torch.nn import functional as F
+
+from .fused_attention import scaled_dot_product_attention
 
 BERT_BASE = dict(vocab_size=30522, hidden=768, layers=12, heads=12, intermediate=3072, max_positions=512,
                  type_vocab_size=2, layer_norm_eps=1e-12, dropout=0.1, num_labels=2)
@@ -33,15 +37,6 @@ def _merge_heads(x):
     return x.transpose(1, 2).reshape(b, s, h * d)
 
 
-def _attention(q, k, v, dropout, training, causal_mask=None):
-    """softmax(q k^T / sqrt(d)) v with dropout on the weights (Vaswani et al., 2017, eq. 1)."""
-    scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
-    if causal_mask is not None:
-        scores = scores.masked_fill(causal_mask, torch.finfo(scores.dtype).min)
-    weights = F.softmax(scores, dim=-1).type(v.dtype)
-    return torch.matmul(F.dropout(weights, dropout, training), v)
-
-
 class _BertLayer(nn.Module):
     def __init__(self, c):
         super().__init__()
@@ -55,7 +50,7 @@ class _BertLayer(nn.Module):
 
     def forward(self, x):
         q, k, v = (_split_heads(f(x), self.heads) for f in (self.query, self.key, self.value))
-        context = _merge_heads(_attention(q, k, v, self.p, self.training))
+        context = _merge_heads(scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0))
         x = self.attention_norm(F.dropout(self.attention_output(context), self.p, self.training) + x)
         h = F.gelu(self.intermediate(x))
         return self.output_norm(F.dropout(self.output(h), self.p, self.training) + x)
@@ -108,13 +103,10 @@ class _GPT2Block(nn.Module):
         self.ln_2 = nn.LayerNorm(c["hidden"], eps=c["layer_norm_eps"])
         self.c_fc = nn.Linear(c["hidden"], 4 * c["hidden"])
         self.mlp_proj = nn.Linear(4 * c["hidden"], c["hidden"])
-        causal = torch.ones(c["max_positions"], c["max_positions"], dtype=torch.bool).triu(1)
-        self.register_buffer("future", causal, persistent=False)
 
     def forward(self, x):
-        seq = x.shape[1]
         q, k, v = (_split_heads(t, self.heads) for t in self.c_attn(self.ln_1(x)).split(x.shape[-1], dim=2))
-        context = _attention(q, k, v, self.p, self.training, self.future[:seq, :seq])
+        context = scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0, is_causal=True)
         x = x + F.dropout(self.c_proj(_merge_heads(context)), self.p, self.training)
         h = self.mlp_proj(gelu_tanh(self.c_fc(self.ln_2(x))))
         return x + F.dropout(h, self.p, self.training)

@@ -89,7 +89,8 @@ def main():
     lines = []
     with tempfile.TemporaryDirectory() as folder:
         runs = [("as predicted (no calibration)", None),
-                ("the session's calibration (its own 80 timed layers, evenly by rank)", CALIBRATION)]
+                ("the GPU session's calibration (its own 80 timed layers, spread over predicted time; 2026-11-27 "
+                 "afternoon)", CALIBRATION)]
         runs += [(f"{PICKS[pick]} from the H100 rows",
                   calibration_file(rows, pick, folder, kinds, session.get("host_costs"))) for pick in PICKS]
         for label, path in runs:
@@ -103,7 +104,7 @@ def main():
     text = "\n".join([
         "# A GPU calibration's reference layers: spread over time, or evenly by rank (simulated on the H100 rows)",
         "", f"`.venv/bin/python bench/gpu_calibration_from_rows.py` ({time.strftime('%Y-%m-%d')}, "
-        f"{time.monotonic() - started:.0f} s). {len(rows)} H100 layer rows of data/gpu (seeds 0-3) stand for the "
+        f"{time.monotonic() - started:.0f} s). {len(rows)} H100 layer rows of data/gpu (every seed) stand for the "
         f"calibration's timings: per kind {gpu_calibration.PER_KIND} of them, chosen as named, make a calibration "
         "file (with the session's measured host costs), applied to the H100 validation set by "
         "bench/validate_h100.py --gpu-calibration. The rows were timed by the harness on the GPU sessions' machines, "

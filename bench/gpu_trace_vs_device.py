@@ -156,7 +156,8 @@ def report(results, device):
             lines += [f"failed: {result['error']}", ""]
             continue
         lines.append(f"{result['device_ops']} operators dispatched on the device, {result['predicted_ops']} in "
-                     f"prenet's table; {len(result['differing'])} (phase, operator) counts differ ({result['seconds']:.1f} s)")
+                     f"prenet's table; {len(result['differing'])} (phase, operator) counts differ "
+                     f"({result['seconds']:.1f} s)")
         if result["differing"]:
             lines += ["", "| phase | operator | on the device | prenet |", "| --- | --- | ---: | ---: |"]
             lines += [f"| {phase} | {op} | {device} | {ours} |" for (phase, op), device, ours in result["differing"]]

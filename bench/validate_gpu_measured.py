@@ -14,6 +14,8 @@ import warnings
 from pathlib import Path
 
 import prenet
+from prenet import reference_models
+from prenet.models import REFERENCE_MODELS
 from measure_gpu import MODELS
 from report import write_report
 from validate_h100 import host_costs_note, percentile, validation_file
@@ -55,8 +57,10 @@ def main():
         name = case["model"]
         try:
             model = factory()
-        except ImportError:  # transformers is not installed here: predicted on the plain-PyTorch stand-in
-            model, name = MODELS[f"{case['model']}_standin"][0](), f"{case['model']} (predicted on the stand-in)"
+        except ImportError:  # transformers is not installed here: predicted on the plain-PyTorch stand-in, with the
+            # library's default attention (sdpa), as the measured run had it
+            model = getattr(reference_models, REFERENCE_MODELS[case["model"]][0])()
+            name = f"{case['model']} (predicted on the stand-in)"
         kwargs = dict(batch=case["batch"], dataset_size=case["n"], optimizer=case["optimizer"],
                       precision=case["precision"], **inputs())
         with warnings.catch_warnings():

@@ -53,10 +53,11 @@ def test_attention_records_its_math_path_for_the_cpu_and_one_fused_kernel_each_w
         assert F.scaled_dot_product_attention.__module__ != fused_attention.__name__  # put back after the trace
 
 
-def test_the_cpu_costs_the_math_path_as_if_it_were_written_out():
+def test_the_cpu_costs_the_operators_the_trace_runs_as_without_the_boundary():
     x = torch.randn(2, 12, 32)
     boundary = op_trace.trace_once(SelfAttention(dropout_p=0.1), x)
-    plain = op_trace.trace_once(SelfAttention(_math_path, dropout_p=0.1), x)
+    # torch's own function object (the math path written out on torch 1.13), which the boundary does not take over
+    plain = op_trace.trace_once(SelfAttention(fused_attention._torchs(), dropout_p=0.1), x)
     assert [(op.phase, op.name, op.inputs) for op in boundary if op.runs_on in ("", "cpu")] == \
         [(op.phase, op.name, op.inputs) for op in plain]
 
@@ -67,10 +68,13 @@ def test_a_gpu_costs_the_fused_kernel_as_its_products_and_no_score_matrix():
     ops = prenet.predict(model, batch=8, input_shape=shape, gpu="V100").ops
     fused = ops[ops.op.str.startswith("_scaled_dot_product")]
     assert list(fused.phase) == ["forward", "backward"] and set(fused.kind) == {"bmm"}
+    # two products forward; backward their gradients and the scores again (op_costs.fused_attention)
+    assert list(fused["count"]) == [2.0, 2.5]
     assert not ops.op.isin(["_softmax.default", "bmm.default"]).any()
     assert (fused.ms > 0).all()
     on_cpu = prenet.predict(model, batch=8, input_shape=shape, gpu="cpu").ops
-    assert on_cpu.op.isin(["_softmax.default"]).any() and not on_cpu.op.str.startswith("_scaled_dot_product").any()
+    # the math path's softmax (torch 2's: _safe_softmax)
+    assert on_cpu.op.str.contains("softmax").any() and not on_cpu.op.str.startswith("_scaled_dot_product").any()
 
 
 def test_the_training_memory_keeps_no_score_matrix():
@@ -106,3 +110,20 @@ def test_multihead_attention_under_torch_2_goes_through_the_boundary():
     ops = op_trace.trace_once(model, torch.randn(2, 12, 32))
     assert [op.name for op in on(ops, "cuda") if "attention" in op.name] == [
         fused_attention.EFFICIENT + ".default", fused_attention.EFFICIENT + "_backward.default"]
+
+
+def test_the_stand_ins_attend_as_the_library_does_sdpa_by_default_or_eager():
+    from prenet import reference_models
+
+    small = dict(layers=1, hidden=32, heads=2, intermediate=64, vocab_size=50)
+    tokens = torch.randint(50, (1, 16))
+
+    def gpu_ops(attention):
+        model = reference_models.BertForSequenceClassification(attention=attention, **small)
+        return prenet.predict(model, batch=4, example_input=tokens, gpu="V100").ops.op
+
+    sdpa, eager = gpu_ops("sdpa"), gpu_ops("eager")
+    assert sdpa.str.startswith("_scaled_dot_product").sum() == 2 and not sdpa.isin(["_softmax.default"]).any()
+    assert not eager.str.startswith("_scaled_dot_product").any() and eager.isin(["_softmax.default"]).any()
+    with pytest.raises(ValueError, match="unknown attention 'flash'; the stand-ins take sdpa, eager"):
+        reference_models.GPT2LMHeadModel(attention="flash", **{k: small[k] for k in ("layers", "hidden", "heads")})

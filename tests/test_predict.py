@@ -352,6 +352,14 @@ def test_a_sparse_gradients_rows_are_the_lookups_and_grow_with_the_batch():
     assert op_trace.trace_once(Lookup(1000, sparse=False), tokens).touched == (1000 * 16, 2 * 16, 2)
 
 
+def test_a_sparse_tensors_operators_are_recorded_by_its_values():
+    """A sparse gradient's operators read and write its values, not its dense size (torch 2's AccumulateGrad clones
+    it into .grad, which had been costed as a copy of the whole table)."""
+    ops = op_trace.trace_once(Lookup(1000, sparse=True), torch.randint(0, 1000, (4, 5)))
+    made = next(op for op in ops if op.name.startswith("_sparse_coo_tensor"))
+    assert made.outputs == [(4 * 5, 16)]
+
+
 def test_optimizer_with_more_state_costs_more():
     sgd = prenet.predict(SmallCnn(), batch=16, gpu="T4", input_shape=(3, 16, 16), optimizer="sgd_plain")
     adam = prenet.predict(SmallCnn(), batch=16, gpu="T4", input_shape=(3, 16, 16), optimizer="adam")

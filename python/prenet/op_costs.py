@@ -246,18 +246,22 @@ def embedding_bag(op):
 
 def fused_attention(part):
     """PyTorch 2's fused attention (scaled_dot_product_attention's flash, memory-efficient, cuDNN and CPU
-    kernels; torch 1.13 has none and runs it as matmul and softmax): its two products, Q K^T (L x E by E x S per
-    batch and head) and P V (L x S by S x E_v), as that many batched products of the first's shape; the backward
-    as their gradients (the recomputation of the scores a flash backward also does is not counted). The query,
-    key and value are the first three tensors of the forward, the second to fourth of the backward (after dY)."""
+    kernels; torch 1.13 has none and runs it as matmul and softmax; prenet.fused_attention): its two products,
+    Q K^T (L x E by E x S per batch and head) and P V (L x S by S x E_v), as that many batched products of the
+    first's shape; the backward as their gradients and the scores computed again, which these kernels do instead of
+    keeping them (FlashAttention-2, Dao 2023, sec. 3.1: five products backward, two forward): one product more,
+    half of one product's gradient. The query, key and value are the first three tensors of the forward, the second
+    to fourth of the backward (after dY)."""
     first = 0 if part == "forward" else 1
+    recomputed = 0.5 if part == "backward" else 0.0
 
     def rule(op):
         q, k, v = op.inputs[first:first + 3]
         if len(q) < 3 or len(k) != len(q) or len(v) != len(q):
             return None
         heads = numel(q[:-2])
-        return Work("bmm", {"batch": heads, "m": q[-2], "k": q[-1], "n": k[-2]}, part, 1.0 + v[-1] / q[-1])
+        return Work("bmm", {"batch": heads, "m": q[-2], "k": q[-1], "n": k[-2]}, part,
+                    1.0 + v[-1] / q[-1] + recomputed)
     return rule
 
 

@@ -247,6 +247,11 @@ def _recorder(meta=False, direct=None):
             input_dtypes = [dtype_names[t.dtype] for t in tensors]
             if isinstance(out, Tensor):  # most operators return one tensor
                 output_shapes, output_dtypes = [tuple(out.shape)], [dtype_names[out.dtype]]
+                if out.is_sparse:  # its kernels touch the values (torch 2 clones a sparse gradient into .grad)
+                    self.paused = True
+                    shapes = [tuple(t._values().shape) if t.is_sparse else shape for t, shape in zip(tensors, shapes)]
+                    output_shapes = [tuple(out._values().shape)]
+                    self.paused = False
             else:
                 outputs = out if isinstance(out, (tuple, list)) else (out,)
                 output_shapes = [tuple(t.shape) if isinstance(t, Tensor) else None for t in outputs]
@@ -429,6 +434,7 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
     from .fused_attention import attention_as_devices_run
     from .fused_dropout import dropout_as_devices_run
     from .fused_recurrent import fused_recurrent_layers
+    from .memory import sparse_lookups_counted
     from .meta_model import to_meta, weights_on_meta
     from .model_inputs import call, rejected
     from .sync_batchnorm import as_on_one_gpu
@@ -466,8 +472,10 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
         inputs = to_meta(inputs)
     else:
         model.zero_grad(set_to_none=True)
+    lookups = {}  # the weight of each sparse embedding -> the indices it looked up in the step
     try:
         with weights_on_meta(model) if meta else contextlib.nullcontext(), as_on_one_gpu(model), \
+                sparse_lookups_counted(model, lookups), \
                 fused_recurrent_layers(named_modules, recorder), dropout_as_devices_run(recorder), \
                 attention_as_devices_run(recorder), recorder:
             with CudaAutocast() if autocast else contextlib.nullcontext():
@@ -478,9 +486,12 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
             recorder.phase, recorder.modules = "backward", []
             loss.backward()
             given = [p for p in model.parameters() if p.grad is not None]  # the twins, on meta
+            # a sparse gradient holds a row for each lookup, counted at an nn.Embedding's call (torch 2's meta clone
+            # of a sparse gradient into .grad holds none), else read from it
             with marked(recorder, paused=True):  # reading a sparse gradient's values is no work of the step
                 updated, touched = ([p.numel() for p in given],
-                                    [p.grad._values().numel() if p.grad.is_sparse else p.numel() for p in given])
+                                    [(lookups[id(p)] * p.shape[-1] if id(p) in lookups else p.grad._values().numel())
+                                     if p.grad.is_sparse else p.numel() for p in given])
     except NotTrainable:
         raise
     except Exception as error:

@@ -3,13 +3,14 @@
 They reproduce the architectures of `transformers.BertForSequenceClassification(BertConfig(num_labels=2))` and
 `transformers.GPT2LMHeadModel(GPT2Config())` layer for layer (same parameter counts: 109,483,778 and 124,439,808;
 GPT-2's output layer shares the token embedding), including their dropouts, their losses and GPT-2's
-tanh-approximated GELU written as elementwise operations. Attention is scaled_dot_product_attention (the library's
-"sdpa" implementation, its choice where the installed torch has that function, as on the GPU machines whose
-epochs validate them): prenet.fused_attention's, torch's own where it exists, else its math path written out
-(two batched products and a softmax, as the library's "eager" implementation), traced as a GPU runs it, one fused
-kernel each way, whichever torch traces it. Weights are initialised by
-PyTorch's defaults, not the library's (timing does not depend on them). Beside them, a token decoder that steps a
-recurrent cell in Python (CellDecoder), the way aten's fused cell kernels are used.
+tanh-approximated GELU written as elementwise operations. Attention is by default scaled_dot_product_attention
+(the library's "sdpa" implementation, its choice where the installed torch has that function, as on the GPU
+machines whose epochs validate them): prenet.fused_attention's, torch's own where it exists, else its math path
+written out, traced as a GPU runs it, one fused kernel each way, whichever torch traces it; attention="eager" writes
+it out as two batched products and a softmax, as the library's "eager" implementation does (the stand-ins
+measured on the H100 before 2026-11-27 afternoon ran so). Weights are initialised by PyTorch's defaults, not the
+library's (timing does not depend on them). Beside them, a token decoder that steps a recurrent cell in Python
+(CellDecoder), the way aten's fused cell kernels are used.
 """
 import math
 
@@ -20,9 +21,9 @@ from torch.nn import functional as F
 from .fused_attention import scaled_dot_product_attention
 
 BERT_BASE = dict(vocab_size=30522, hidden=768, layers=12, heads=12, intermediate=3072, max_positions=512,
-                 type_vocab_size=2, layer_norm_eps=1e-12, dropout=0.1, num_labels=2)
+                 type_vocab_size=2, layer_norm_eps=1e-12, dropout=0.1, num_labels=2, attention="sdpa")
 GPT2_SMALL = dict(vocab_size=50257, hidden=768, layers=12, heads=12, max_positions=1024, layer_norm_eps=1e-5,
-                  dropout=0.1)
+                  dropout=0.1, attention="sdpa")
 
 
 def _split_heads(x, heads):
@@ -37,10 +38,31 @@ def _merge_heads(x):
     return x.transpose(1, 2).reshape(b, s, h * d)
 
 
+def _eager_attention(q, k, v, dropout_p=0.0, is_causal=False):
+    """softmax(q k^T / sqrt(d)) v with dropout on the weights (Vaswani et al., 2017, eq. 1), written out as the
+    library's "eager" attention: the score matrix made, masked, normalised and dropped out in memory."""
+    scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+    if is_causal:
+        future = torch.ones(scores.shape[-2:], dtype=torch.bool, device=scores.device).triu(1)
+        scores = scores.masked_fill(future, torch.finfo(scores.dtype).min)
+    weights = F.softmax(scores, dim=-1).type(v.dtype)
+    return torch.matmul(F.dropout(weights, dropout_p, dropout_p > 0.0), v)
+
+
+# the library's attn_implementation -> the function the stand-ins attend with
+ATTENTION = {"sdpa": scaled_dot_product_attention, "eager": _eager_attention}
+
+
+def _attention(c):
+    if c["attention"] not in ATTENTION:
+        raise ValueError(f"unknown attention '{c['attention']}'; the stand-ins take {', '.join(ATTENTION)}")
+    return ATTENTION[c["attention"]]
+
+
 class _BertLayer(nn.Module):
     def __init__(self, c):
         super().__init__()
-        self.heads, self.p = c["heads"], c["dropout"]
+        self.heads, self.p, self.attend = c["heads"], c["dropout"], _attention(c)
         self.query, self.key, self.value = (nn.Linear(c["hidden"], c["hidden"]) for _ in range(3))
         self.attention_output = nn.Linear(c["hidden"], c["hidden"])
         self.attention_norm = nn.LayerNorm(c["hidden"], eps=c["layer_norm_eps"])
@@ -50,7 +72,7 @@ class _BertLayer(nn.Module):
 
     def forward(self, x):
         q, k, v = (_split_heads(f(x), self.heads) for f in (self.query, self.key, self.value))
-        context = _merge_heads(scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0))
+        context = _merge_heads(self.attend(q, k, v, dropout_p=self.p if self.training else 0.0))
         x = self.attention_norm(F.dropout(self.attention_output(context), self.p, self.training) + x)
         h = F.gelu(self.intermediate(x))
         return self.output_norm(F.dropout(self.output(h), self.p, self.training) + x)
@@ -96,7 +118,7 @@ def gelu_tanh(x):
 class _GPT2Block(nn.Module):
     def __init__(self, c):
         super().__init__()
-        self.heads, self.p = c["heads"], c["dropout"]
+        self.heads, self.p, self.attend = c["heads"], c["dropout"], _attention(c)
         self.ln_1 = nn.LayerNorm(c["hidden"], eps=c["layer_norm_eps"])
         self.c_attn = nn.Linear(c["hidden"], 3 * c["hidden"])
         self.c_proj = nn.Linear(c["hidden"], c["hidden"])
@@ -106,7 +128,7 @@ class _GPT2Block(nn.Module):
 
     def forward(self, x):
         q, k, v = (_split_heads(t, self.heads) for t in self.c_attn(self.ln_1(x)).split(x.shape[-1], dim=2))
-        context = scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0, is_causal=True)
+        context = self.attend(q, k, v, dropout_p=self.p if self.training else 0.0, is_causal=True)
         x = x + F.dropout(self.c_proj(_merge_heads(context)), self.p, self.training)
         h = self.mlp_proj(gelu_tanh(self.c_fc(self.ln_2(x))))
         return x + F.dropout(h, self.p, self.training)
@@ -143,12 +165,12 @@ class GPT2LMHeadModel(nn.Module):
         return out
 
 
-def bert_base():
-    return BertForSequenceClassification()
+def bert_base(attention="sdpa"):
+    return BertForSequenceClassification(attention=attention)
 
 
-def gpt2_small():
-    return GPT2LMHeadModel()
+def gpt2_small(attention="sdpa"):
+    return GPT2LMHeadModel(attention=attention)
 
 
 class CellDecoder(nn.Module):

@@ -33,8 +33,12 @@ def test_each_layer_records_the_cpus_layer_operator_and_one_cudnn_call_each_way(
     model = Tagger(recurrent, bidirectional, with_state)
     ops = op_trace.trace_once(model, torch.randint(50, (3, 7)))
     cpu_operator = f"{fused_recurrent.CPU_OPERATORS[model.rnn.mode]}.input"
+    # a GPU makes the zero initial states where none is given: h_0 (and c_0), (layers x directions, batch, hidden)
+    zeros = [op for op in ops if op.runs_on == "cuda" and op.name == "zeros.default"]
+    states = 0 if with_state else 2 if kind == "lstm" else 1
+    assert [(op.phase, op.outputs) for op in zeros] == [("forward", [(2 * (2 if bidirectional else 1), 3, 24)])] * states
     for runs_on, names in (("cuda", [fused_recurrent.FORWARD, fused_recurrent.BACKWARD]), ("cpu", [cpu_operator] * 2)):
-        one_each_way = [op for op in ops if op.runs_on == runs_on]
+        one_each_way = [op for op in ops if op.runs_on == runs_on and op.name != "zeros.default"]
         assert [(op.phase, op.name) for op in one_each_way] == list(zip(("forward", "backward"), names))
         assert all(op.module == "rnn" and op.arguments == [kind, 16, 24, 2, int(bidirectional), 1, 1]
                    for op in one_each_way)
@@ -45,7 +49,7 @@ def test_each_layer_records_the_cpus_layer_operator_and_one_cudnn_call_each_way(
     # as the whole layer, the CPU's forward as timed inside training steps
     for gpu, names in (("A100", [fused_recurrent.FORWARD, fused_recurrent.BACKWARD]), ("cpu", [cpu_operator] * 2)):
         estimate = prenet.predict(model, batch=8, gpu=gpu, example_input=torch.randint(50, (1, 7))).ops
-        layer = estimate[(estimate["module"] == "rnn") & (estimate["op"] != "detach.default")]  # its weights' grads
+        layer = estimate[(estimate["module"] == "rnn") & ~estimate["op"].isin(["detach.default", "zeros.default"])]
         assert layer["op"].tolist() == names and set(layer["kind"]) == {kind}
         config = dict(layer["config"].iloc[0])
         assert config == {"batch": 8, "seq_len": 7, "input_size": 16, "hidden_size": 24, "num_layers": 2,
@@ -151,7 +155,8 @@ def test_a_packed_sequence_is_one_cudnn_call_over_its_steps_and_trains_as_withou
     model, inputs = PackedTagger(batch_first), (torch.randint(50, (3, 12)), torch.tensor([9, 7, 12]))
     ops = op_trace.trace_once(model, inputs)
     fused = [op for op in ops if op.runs_on == "cuda"]
-    assert [op.name for op in fused] == [fused_recurrent.FORWARD, fused_recurrent.BACKWARD]
+    assert [op.name for op in fused] == ["zeros.default", fused_recurrent.FORWARD, fused_recurrent.BACKWARD]
+    fused = fused[1:]  # after the GRU's zero h_0
     assert fused[0].inputs == [(2, 12, 16) if batch_first else (12, 2, 16)]
     assert fused[0].arguments == ["gru", 16, 24, 2, 1, 1, int(batch_first)]
     model(*inputs).float().mean().backward()

@@ -98,10 +98,24 @@ def _cell_ops(cell, phase, shape, input_grad, state_grad, new_state):
 
 
 def _gpu_ops(layer, phase, shape, input_grad=False, state_grad=False, new_state=False):
-    """The operators a GPU runs for `layer` on an input of `shape` (as cuDNN takes it, _cudnn_shape) in `phase`."""
+    """The operators a GPU runs for `layer` on an input of `shape` (as cuDNN takes it, _cudnn_shape) in `phase`:
+    a layer's zero initial states where none is given (`new_state`; the CPU's layer predictors time them within the
+    layer), then cuDNN's call."""
     if _cell_traits(layer):
         return _cell_ops(layer, phase, shape, input_grad, state_grad, new_state)
-    return [(FORWARD if phase == "forward" else BACKWARD, [shape], [_output_shape(layer, shape)], arguments_of(layer))]
+    zeros = _initial_states(layer, shape) if new_state and phase == "forward" else []
+    return zeros + [(FORWARD if phase == "forward" else BACKWARD, [shape], [_output_shape(layer, shape)],
+                     arguments_of(layer))]
+
+
+def _initial_states(layer, shape):
+    """The zero states a recurrent layer makes where none is given (torch.nn.RNNBase.forward): h_0, and c_0 for an
+    LSTM, each (layers x directions, batch, hidden), without the batch for an unbatched input (for a packed sequence,
+    its mean batch over its steps, as the layer's call records it: _cudnn_shape)."""
+    stacked = layer.num_layers * (2 if layer.bidirectional else 1)
+    state = ((stacked, layer.hidden_size) if len(shape) == 2 else
+             (stacked, shape[0] if layer.batch_first else shape[1], layer.hidden_size))
+    return [("zeros.default", [], [state], [])] * (2 if layer.mode == "LSTM" else 1)
 
 
 def _cpu_layer_op(layer, shape, packed):

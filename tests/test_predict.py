@@ -1036,3 +1036,14 @@ def test_an_estimate_says_whether_the_step_fits_the_gpu():
     with pytest.warns(UserWarning):  # this machine's CPU is not the measured host
         on_cpu = prenet.predict(model, gpu="cpu", batch=2, input_shape=(3, 16, 16), dataset_size=2)
     assert on_cpu.fits is None and "memory" not in repr(on_cpu)
+
+
+def test_batch_norms_empty_reserve_is_the_cpus_not_a_gpus():
+    """aten's batch norm makes an empty reserve beside native_batch_norm where the trace runs; a GPU's cuDNN batch
+    norm makes its own and dispatches none (bench/results/gpu_trace_vs_device_h100.md), so a GPU pays no host cost
+    for it."""
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(4 * 14 * 14, 3))
+    reserve = "empty.memory_format"
+    on_gpu = prenet.predict(model, batch=8, input_shape=(3, 16, 16), gpu="V100").ops
+    on_cpu = prenet.predict(model, batch=8, input_shape=(3, 16, 16), gpu="cpu").ops
+    assert reserve not in set(on_gpu.op) and list(on_cpu.op).count(reserve) == 1

@@ -39,9 +39,10 @@ class Op:
     `module_input`: the shape of that module's first positional tensor argument in the call that ran the op
     (None outside any module, or where it took none), as its forward received it: a BatchNorm's first operator
     updates its step counter, a Linear's first transposes its weight; `runs_on`: "" for an op every device runs,
-    "cpu" for one of the operators a recurrent layer runs as on the CPU, "cuda" for the one cuDNN runs it as
-    (prenet.fused_recurrent); `autograd_records`: autograd records the call for a backward pass (gradients on and
-    a tensor input that requires one: not so in a frozen layer, which then runs as in inference)."""
+    "cpu" for one the CPU (and the meta device) runs where a GPU does not, "cuda" for a kernel a GPU runs in their
+    place (prenet.fused_recurrent, fused_dropout, fused_attention; batch norm's reserve, _mark_batch_norm_reserves);
+    `autograd_records`: autograd records the call for a backward pass (gradients on and a tensor input that
+    requires one: not so in a frozen layer, which then runs as in inference)."""
     phase: str
     name: str
     inputs: list
@@ -504,7 +505,18 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
             handle.remove()
         if not meta:
             model.zero_grad(set_to_none=True)
+    _mark_batch_norm_reserves(recorder.ops)
     return StepOps.of(recorder.ops, calls[0], updated, touched)
+
+
+def _mark_batch_norm_reserves(ops):
+    """Batch norm's empty reserve, which aten's batch norm makes beside native_batch_norm where the trace runs (the
+    CPU, the meta device), marked as the CPU's: a GPU runs cuDNN's batch norm, which makes its own within its call
+    and dispatches no such operator (bench/results/gpu_trace_vs_device_h100.md)."""
+    for op in ops:
+        if op.name == "empty.memory_format" and op.outputs == [(0,)] and op.output_dtypes == ["uint8"] and \
+                not op.runs_on:
+            op.runs_on = "cpu"
 
 
 def trace_meta(model, make_inputs, size, autocast=False, attribute=True, scripted=None):

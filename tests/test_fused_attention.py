@@ -127,3 +127,18 @@ def test_the_stand_ins_attend_as_the_library_does_sdpa_by_default_or_eager():
     assert not eager.str.startswith("_scaled_dot_product").any() and eager.isin(["_softmax.default"]).any()
     with pytest.raises(ValueError, match="unknown attention 'flash'; the stand-ins take sdpa, eager"):
         reference_models.GPT2LMHeadModel(attention="flash", **{k: small[k] for k in ("layers", "hidden", "heads")})
+
+
+def test_a_learned_bias_as_the_mask_keeps_its_gradient_through_the_math_path():
+    class Biased(SelfAttention):
+        def __init__(self):
+            super().__init__()
+            self.bias = nn.Parameter(torch.zeros(12, 12))
+
+        def forward(self, x):
+            self.keywords = {"attn_mask": self.bias}
+            return super().forward(x)
+
+    model = Biased()
+    ops = op_trace.trace_once(model, torch.randn(2, 12, 32))
+    assert not on(ops, "cuda") and ops.updated.count(12 * 12) == 1  # the bias is updated: its gradient reached it

@@ -153,7 +153,9 @@ def attention_as_devices_run(recorder=None):
     boundary = _boundary(torchs)
 
     def attention(query, key, value, *args, **kwargs):
-        if not _fusible(query, key, value):
+        mask = kwargs.get("attn_mask", args[0] if args else None)
+        if not _fusible(query, key, value) or (isinstance(mask, torch.Tensor) and mask.requires_grad):
+            # a learned bias as the mask (relative positions) needs its gradient: the math path, on every device
             return torchs(query, key, value, *args, **kwargs)
         records = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
         return boundary.apply(recorder, records, (args, kwargs), query, key, value)

@@ -1,76 +1,25 @@
 """The operators prenet costs for a GPU's training step against the ones a CUDA GPU dispatches in the same step.
 
-For each model: the op table of prenet.predict(gpu="cuda") (the trace's ops a GPU runs: Op.runs_on "" or "cuda";
-the optimizer's update left out) beside the aten operators a dispatch mode records in a real training step on this
-machine's GPU (forward, training_loss, backward; labels resident as the protocol keeps them, the update left out),
-counted by name and phase; `detach` left out on both sides (no kernel; the trace keeps only the ones a step asks
-for, not autograd's own). The report lists, model by model, the names whose counts differ: a device-specific path
-the trace does not take (cuDNN's batch norm, fused attention, fused dropout, a recurrent layer's cuDNN call), or one
-it takes wrongly. transformers and torchvision are used where importable. `--device cpu` does the same for this
-CPU (prenet.predict(gpu="cpu"): the ops the CPU runs), where no GPU is.
+For each model: the op table of prenet.predict(gpu="cuda") (the trace's ops a GPU runs: Op.runs_on "" or "cuda"; the
+optimizer's update left out) beside the aten operators a dispatch mode records in a real training step on this
+machine's GPU (prenet.dispatched_ops: forward, training_loss, backward; labels resident as the protocol keeps them,
+the update left out), counted by name and phase; `detach` left out on both sides (no kernel; the trace keeps only
+the ones a step asks for, not autograd's own). The report lists, model by model, the names whose counts differ: a
+device-specific path the trace does not take (cuDNN's batch norm, fused attention, fused dropout, a recurrent
+layer's cuDNN call), or one it takes wrongly. transformers and torchvision are used where importable. `--device cpu`
+does the same for this CPU (prenet.predict(gpu="cpu"): the ops the CPU runs), where no GPU is.
 
 Run on a GPU machine:  python bench/gpu_trace_vs_device.py --out FILE.md
 """
 import argparse
-import collections
 import copy
 import platform
 import time
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import TorchDispatchMode
 
-import prenet
-from prenet.op_trace import training_loss
-
-
-class _Recorder(TorchDispatchMode):
-    """Counts (phase, name) of each aten operator dispatched while active; none while `paused`."""
-
-    def __init__(self):
-        super().__init__()
-        self.counts, self.phase, self.paused = collections.Counter(), "forward", False
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if not self.paused and func.__name__ != "detach.default":
-            self.counts[(self.phase, func.__name__)] += 1
-        return func(*args, **(kwargs or {}))
-
-
-def device_step_ops(model, inputs, precision, device):
-    """Counter of (phase, operator) of one training step of `model` on inputs already on `device`, after a warm-up
-    step (cuDNN's and the allocator's first-call work out of the way)."""
-    autocast = torch.autocast(device, dtype=torch.bfloat16, enabled=precision == "bf16")
-    recorder = _Recorder()
-    made = {}
-
-    def labels(count, classes, device):  # resident labels: made once, outside the recording
-        if (count, classes) not in made:
-            recorder.paused = True
-            made[count, classes] = torch.zeros(count, dtype=torch.long, device=device)
-            recorder.paused = False
-        return made[count, classes]
-
-    def step():
-        model.zero_grad(set_to_none=True)
-        with autocast:
-            output = model(**inputs) if isinstance(inputs, dict) else model(*inputs)
-        loss = training_loss(output, labels)
-        recorder.phase = "backward"
-        loss.backward()
-        recorder.phase = "forward"
-
-    step()
-    recorder.counts.clear()
-    with recorder:
-        step()
-    return recorder.counts
-
-
-def predicted_ops(model, batch, precision, device, **shape):
-    table = prenet.predict(copy.deepcopy(model).cpu(), batch=batch, gpu=device, precision=precision, **shape).ops
-    return collections.Counter(key for key in zip(table["phase"], table["op"]) if key[1] != "detach.default")
+from prenet.dispatched_ops import costed_operators, step_operators
 
 
 class _TokenModel(nn.Module):
@@ -134,8 +83,8 @@ def cases(device):
 
 def compare(device, name, model, batch, precision, shape, make_inputs):
     started = time.perf_counter()
-    predicted = predicted_ops(model, batch, precision, device, **shape)
-    on_device = device_step_ops(model.to(device).train(), make_inputs(batch), precision, device)
+    predicted = costed_operators(copy.deepcopy(model), batch, device, precision, **shape)
+    on_device = step_operators(model.to(device).train(), make_inputs(batch), precision, device)
     model.cpu()
     differing = sorted(key for key in set(predicted) | set(on_device) if predicted[key] != on_device[key])
     return {"name": name, "precision": precision, "device_ops": sum(on_device.values()),

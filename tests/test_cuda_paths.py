@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 import prenet
+from prenet.dispatched_ops import costed_operators, step_operators
 from prenet.measure import _check_resident, input_maker
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -75,50 +76,31 @@ def test_gpu_cuda_predicts_for_the_gpu_measure_times():
         prenet.predict(small_cnn(), batch=8, input_shape=SHAPE, gpu="cuda:99")
 
 
-def dispatched_on_gpu(model, shape, batch=8):
-    """The aten operators a CUDA GPU dispatches in a training step of `model` (forward, loss, backward), by name."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    from prenet.op_trace import training_loss
-
-    names = []
-
-    class Recorder(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            names.append(func.__name__)
-            return func(*args, **(kwargs or {}))
-
-    model = model.cuda().train()
-    inputs = torch.randn((batch,) + shape, device="cuda")
-    with Recorder():
-        training_loss(model(inputs)).backward()
-    return names
-
-
-def costed_for_the_gpu(model, shape, batch=8):
-    """The operators prenet.predict(gpu="cuda") costs in the same step, by name."""
-    return list(prenet.predict(model, batch=batch, input_shape=shape, gpu="cuda").ops["op"])
+def costed_and_dispatched(model, shape, batch=8):
+    """(operators prenet.predict(gpu="cuda") costs, operators the GPU dispatches) in a training step of `model`, each
+    a Counter of (phase, name) (prenet.dispatched_ops)."""
+    costed = costed_operators(model, batch, "cuda", input_shape=shape)
+    dispatched = step_operators(model.cuda().train(), (torch.randn((batch,) + shape, device="cuda"),), device="cuda")
+    return costed, dispatched
 
 
 def test_dropout_runs_as_one_fused_kernel_each_way_on_the_gpu_as_costed():
     model = nn.Sequential(nn.Linear(64, 128), nn.Dropout(0.5), nn.Linear(128, 10))
-    for names in (costed_for_the_gpu(model, (64,)), dispatched_on_gpu(model, (64,))):
-        assert names.count("native_dropout.default") == 1 and names.count("native_dropout_backward.default") == 1
-        assert not any(name.startswith("bernoulli") for name in names)
+    for counts in costed_and_dispatched(model, (64,)):
+        assert counts["forward", "native_dropout.default"] == counts["backward", "native_dropout_backward.default"] == 1
+        assert not any(name.startswith("bernoulli") for _, name in counts)
 
 
 def test_in_place_dropout_runs_its_composite_on_the_gpu_as_costed():
     model = nn.Sequential(nn.Linear(64, 128), nn.Dropout(0.5, inplace=True), nn.ReLU(), nn.Linear(128, 10))
-    for names in (costed_for_the_gpu(model, (64,)), dispatched_on_gpu(model, (64,))):
-        assert "native_dropout.default" not in names
-        assert sum(name.startswith("bernoulli_") for name in names) == 1
+    for counts in costed_and_dispatched(model, (64,)):
+        assert not any(name.startswith("native_dropout") for _, name in counts)
+        assert sum(n for (_, name), n in counts.items() if name.startswith("bernoulli_")) == 1
 
 
 def test_attention_runs_as_one_fused_kernel_each_way_on_the_gpu_as_costed():
     model = nn.Sequential(nn.TransformerEncoderLayer(64, 4, 128, dropout=0.1, batch_first=True), nn.Linear(64, 10))
-
-    def fused(names):
-        return [name.split(".")[0].endswith("_backward") for name in names if name.startswith("_scaled_dot_product")]
-
-    costed, dispatched = fused(costed_for_the_gpu(model, (16, 64))), fused(dispatched_on_gpu(model, (16, 64)))
-    assert costed == dispatched == [False, True]  # forward, then backward
+    for counts in costed_and_dispatched(model, (16, 64)):
+        fused = {(phase, name.split(".")[0].endswith("_backward")): n for (phase, name), n in counts.items()
+                 if name.startswith("_scaled_dot_product")}
+        assert fused == {("forward", False): 1, ("backward", True): 1}

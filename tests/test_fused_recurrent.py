@@ -36,7 +36,8 @@ def test_each_layer_records_the_cpus_layer_operator_and_one_cudnn_call_each_way(
     # a GPU makes the zero initial states where none is given: h_0 (and c_0), (layers x directions, batch, hidden)
     zeros = [op for op in ops if op.runs_on == "cuda" and op.name == "zeros.default"]
     states = 0 if with_state else 2 if kind == "lstm" else 1
-    assert [(op.phase, op.outputs) for op in zeros] == [("forward", [(2 * (2 if bidirectional else 1), 3, 24)])] * states
+    state = (2 * (2 if bidirectional else 1), 3, 24)
+    assert [(op.phase, op.outputs) for op in zeros] == [("forward", [state])] * states
     for runs_on, names in (("cuda", [fused_recurrent.FORWARD, fused_recurrent.BACKWARD]), ("cpu", [cpu_operator] * 2)):
         one_each_way = [op for op in ops if op.runs_on == runs_on and op.name != "zeros.default"]
         assert [(op.phase, op.name) for op in one_each_way] == list(zip(("forward", "backward"), names))

@@ -72,10 +72,10 @@ def fitted_gap_ms(kind, fitted_on, gaps):
     return 1e-3 * float(np.median([launch_gap.gap_us(gpu, gaps, kind) for gpu in fitted_on]))
 
 
-def held_out_predictions(kind, frame, settings):
+def held_out_fits(kind, frame, settings):
     """Each GPU of `frame` held out in turn, each candidate of settings.sets fitted on the others: yields (held-out
-    GPU, the GPUs fitted on, the held-out rows, candidate, its time for those rows in what it learned: latency, or
-    device time under settings.timing "device")."""
+    GPU, the GPUs fitted on, the held-out rows, candidate, predict) where predict(rows) is the candidate's time for
+    `rows` (any GPU's) in what it learned: latency, or device time under settings.timing "device"."""
     frame = _rows(frame[frame["forward_ms"] > 0], settings.rows_per_gpu, settings.seed)
     for held_out in sorted(frame["gpu"].unique()):
         train, test = frame[frame["gpu"] != held_out], frame[frame["gpu"] == held_out]
@@ -85,8 +85,16 @@ def held_out_predictions(kind, frame, settings):
             model = training.make_candidate(set_name, "xgboost", names, seed=settings.seed, trees=settings.trees)
             model.fit(training.model_inputs(kind, train, names),
                       training.target_values(kind, train, target, "forward_ms"))
-            yield (held_out, fitted_on, test, set_name,
-                   training.to_ms(kind, test, target, model.predict(training.model_inputs(kind, test, names))))
+
+            def predict(rows, model=model, names=names, target=target):
+                return training.to_ms(kind, rows, target, model.predict(training.model_inputs(kind, rows, names)))
+            yield held_out, fitted_on, test, set_name, predict
+
+
+def held_out_predictions(kind, frame, settings):
+    """As held_out_fits, with the candidate's time for the held-out rows in place of its predict."""
+    for held_out, fitted_on, test, set_name, predict in held_out_fits(kind, frame, settings):
+        yield held_out, fitted_on, test, set_name, predict(test)
 
 
 def leave_one_device_out(kind, frame, settings, bar=None):

@@ -31,7 +31,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=RESULTS / "gpu_calibration_lodo.md")
     args = parser.parse_args(argv)
-    settings = unseen_gpu.Settings(sets=(unseen_gpu.SERVED_SET,), trees=300, rows_per_gpu=1500, timing="device")
+    settings = unseen_gpu.committed_settings((unseen_gpu.SERVED_SET,))
     started = time.monotonic()
     data = load_neusight(timing="device")
     rng = np.random.default_rng(0)

@@ -11,7 +11,6 @@ launch gap): per cell, the median relative error; the issue's target is 15% in e
 Run:  .venv/bin/python bench/lodo_efficiency_floor.py [--kinds ...] [--out FILE] (a few minutes).
 Writes bench/results/lodo_efficiency_floor.md.
 """
-import argparse
 import time
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import numpy as np
 
 from prenet import launch_gap, training, unseen_gpu
 from prenet.datasets import load_neusight
-from report import write_report
+from report import kinds_and_out, write_report
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SETS = ("ours", "blend")
@@ -41,11 +40,8 @@ def floor_ms(kind, test, fitted_on, predict):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kinds", nargs="*", default=None, help="default: every kind of the data")
-    parser.add_argument("--out", type=Path, default=RESULTS / "lodo_efficiency_floor.md")
-    args = parser.parse_args(argv)
-    settings = unseen_gpu.Settings(sets=SETS, trees=300, rows_per_gpu=1500, timing="device")
+    args = kinds_and_out(__doc__.splitlines()[0], RESULTS / "lodo_efficiency_floor.md", argv)
+    settings = unseen_gpu.committed_settings(SETS)
     started = time.monotonic()
     data, gaps = load_neusight(timing="device"), launch_gap.load()
     rows, errors = [], {(s, floored): [] for s in SETS for floored in (False, True)}

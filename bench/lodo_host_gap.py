@@ -26,7 +26,7 @@ def main(argv=None):
     parser.add_argument("--kinds", nargs="*", default=["add", "relu", "gelu", "softmax", "layer_norm"])
     parser.add_argument("--out", type=Path, default=RESULTS / "lodo_host_gap.md")
     args = parser.parse_args(argv)
-    settings = unseen_gpu.Settings(sets=(SET,), trees=300, rows_per_gpu=1500, timing="device")
+    settings = unseen_gpu.committed_settings((SET,))
     started = time.monotonic()
     data, gaps = load_neusight(timing="device"), launch_gap.load()
     rows, cells = [], {"fitted": [], "own": []}

@@ -9,7 +9,6 @@ specifications do not say about it (its clocks under load, its libraries' kernel
 Run:  .venv/bin/python bench/lodo_offsets.py [--kinds ...] [--out FILE] (about three minutes).
 Writes bench/results/lodo_offsets.md.
 """
-import argparse
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import numpy as np
 
 from prenet import unseen_gpu
 from prenet.datasets import load_neusight
-from report import write_report
+from report import kinds_and_out, write_report
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SETS = ("ours", "efficiency", "blend")
@@ -25,11 +24,8 @@ MIN_DEVICE_MS = 0.1
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kinds", nargs="*", default=None, help="default: every kind of the data")
-    parser.add_argument("--out", type=Path, default=RESULTS / "lodo_offsets.md")
-    args = parser.parse_args(argv)
-    settings = unseen_gpu.Settings(sets=SETS, trees=300, rows_per_gpu=1500, timing="device")
+    args = kinds_and_out(__doc__.splitlines()[0], RESULTS / "lodo_offsets.md", argv)
+    settings = unseen_gpu.committed_settings(SETS)
     started = time.monotonic()
     data = load_neusight(timing="device")
     rows, within = [], {name: [] for name in SETS}

@@ -1,5 +1,7 @@
-"""Writing a benchmark's report: the markdown file under bench/results/ (folders made as needed), echoed; and the
-summary row of a table of leave-one-device-out cells, as the reports print it."""
+"""Writing a benchmark's report: the markdown file under bench/results/ (folders made as needed), echoed; the
+summary row of a table of leave-one-device-out cells, as the reports print it; and the arguments of a study over
+the NeuSight set's kinds."""
+import argparse
 from pathlib import Path
 
 import numpy as np
@@ -22,3 +24,12 @@ def cells_summary_row(name, errors):
     worst."""
     return (f"| {name} | {100 * float(np.median(errors)):.1f}% | {sum(e <= 0.15 for e in errors)} of {len(errors)} | "
             f"{100 * max(errors):.1f}% |")
+
+
+def kinds_and_out(description, default_out, argv=None):
+    """The arguments of a study over the NeuSight set's kinds: --kinds (default: every kind of the data) and --out
+    (default `default_out`)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--kinds", nargs="*", default=None, help="default: every kind of the data")
+    parser.add_argument("--out", type=Path, default=default_out)
+    return parser.parse_args(argv)

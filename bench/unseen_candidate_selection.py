@@ -42,7 +42,7 @@ def main(argv=None):
     parser.add_argument("--kinds", nargs="*", default=None, help="default: every kind of the data")
     parser.add_argument("--out", type=Path, default=RESULTS / "unseen_candidate_selection.md")
     args = parser.parse_args(argv)
-    settings = unseen_gpu.Settings(sets=("ours", "efficiency"), trees=300, rows_per_gpu=1500, timing="device")
+    settings = unseen_gpu.committed_settings(("ours", "efficiency"))
     started = time.monotonic()
     data, gaps = load_neusight(timing="device"), launch_gap.load()
     rows, judged = [], {name: [] for name in (*CANDIDATES, "chosen per kind")}

@@ -54,6 +54,12 @@ class Settings:
     timing: str = "latency"      # what the candidates learn: "latency" or "device" (see the module's description)
 
 
+def committed_settings(sets):
+    """The settings of the committed experiment (results/unseen_gpu_device.md: 300 trees, 1500 rows per GPU and
+    kind, learned on device time) for the candidates `sets`, which the bench/ studies of it share."""
+    return Settings(sets=tuple(sets), trees=300, rows_per_gpu=1500, timing="device")
+
+
 def candidate_inputs(kind, gpus, set_name):
     """(input names, target) of a candidate for `kind` fitted on `gpus`."""
     return training.feature_sets(kind, gpus, "forward")[set_name], training.target_for(set_name)

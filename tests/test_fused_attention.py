@@ -142,3 +142,11 @@ def test_a_learned_bias_as_the_mask_keeps_its_gradient_through_the_math_path():
     model = Biased()
     ops = op_trace.trace_once(model, torch.randn(2, 12, 32))
     assert not on(ops, "cuda") and ops.updated.count(12 * 12) == 1  # the bias is updated: its gradient reached it
+
+
+def test_blocks_within_blocks_run_torchs_attention_once():
+    q, k, v = (torch.randn(2, 3, 12, 8, requires_grad=True) for _ in range(3))
+    with fused_attention.attention_as_devices_run(), fused_attention.attention_as_devices_run():
+        found = scaled_dot_product_attention(q, k, v)
+        assert fused_attention._active[-1].torchs is fused_attention._active[0].torchs
+    assert torch.allclose(found, _math_path(q, k, v), atol=1e-6) and not fused_attention._active

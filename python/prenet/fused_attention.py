@@ -149,7 +149,7 @@ def attention_as_devices_run(recorder=None):
     import torch
     import torch.nn.functional as functional
 
-    torchs = _torchs()
+    torchs = _active[0].torchs if _active else _torchs()  # within another such block, torch's own still
     boundary = _boundary(torchs)
 
     def attention(query, key, value, *args, **kwargs):
@@ -160,13 +160,14 @@ def attention_as_devices_run(recorder=None):
         records = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
         return boundary.apply(recorder, records, (args, kwargs), query, key, value)
 
-    had = hasattr(functional, "scaled_dot_product_attention")
-    if had:  # the module's global: its own callers (multi_head_attention_forward) see it too
+    attention.torchs = torchs
+    before = getattr(functional, "scaled_dot_product_attention", None)  # torch's, or an outer block's
+    if before is not None:  # the module's global: its own callers (multi_head_attention_forward) see it too
         functional.scaled_dot_product_attention = attention
     _active.append(attention)
     try:
         yield
     finally:
         _active.pop()
-        if had:
-            functional.scaled_dot_product_attention = torchs
+        if before is not None:
+            functional.scaled_dot_product_attention = before

@@ -6,10 +6,10 @@
 # scripts/probe_native_errors.sh logs what tells the cause where it still does); the tests that run only where CUDA
 # is (tests/test_cuda_paths.py); the operators prenet costs for a GPU step against those the GPU dispatches
 # (bench/gpu_trace_vs_device.py); calibrate the GPU predictors to the GPU (prenet calibrate --gpu); the H100
-# validation traced under that torch; the rest of the test suite under it; measure what cuDNN's heuristic choice of
-# algorithm costs against benchmarking (bench/cudnn_choice.py);
-# where a host-bound step's host time goes, phase by phase (bench/gpu_step_host_profile.py); bench/measure_gpu.py's
-# whole-model cases not yet in data/epochs/<GPU>.jsonl; the host's cost per operation; whether a convolution slows
+# validation traced under that torch; the rest of the test suite under it; where a host-bound step's host time goes,
+# phase by phase (bench/gpu_step_host_profile.py); bench/measure_gpu.py's whole-model cases not yet in
+# data/epochs/<GPU>.jsonl; the host's cost per operation; what cuDNN's heuristic choice of algorithm costs against
+# benchmarking (bench/cudnn_choice.py, measured twice already); whether a convolution slows
 # down as its process runs more shapes (bench/conv_order_effect.py, where 5 minutes are left); layer rows for the
 # time left. Everything lands in OUT_DIR (default ./gpu-session-out): logs, the epochs file, the host costs, a
 # tarball of the layer rows. nlohmann-json's headers, if the machine has none, are looked for in ./.carry (include/
@@ -72,12 +72,6 @@ if worth 90; then
     --deselect tests/test_gpu_build.py --ignore tests/test_cuda_paths.py tests > "$OUT_DIR/pytest.log" 2>&1
   grep -E "passed|failed" "$OUT_DIR/pytest.log" | tail -1
 fi
-if worth 120; then
-  say "cuDNN's heuristic algorithms against benchmarked ones"
-  limit="$(cap 150)"
-  (cd bench && timeout "$limit" "$PYTHON" cudnn_choice.py --out "$OUT_DIR/cudnn_choice.jsonl" \
-    --max-minutes "$(( limit / 60 - 1 ))" 2>&1 | tail -2)
-fi
 if worth 60; then
   say "where a host-bound step's host time goes (ResNet-18, batch 16: 30% under on the shared H100 set)"
   (cd bench && timeout "$(cap 120)" "$PYTHON" gpu_step_host_profile.py --out "$OUT_DIR/step_host_profile.md" \
@@ -93,6 +87,12 @@ fi
 if worth 60; then
   say "host cost"
   (cd bench && timeout "$(cap 120)" "$PYTHON" gpu_host_cost.py --out "$OUT_DIR/host_costs.json" > /dev/null 2>&1)
+fi
+if worth 120; then  # measured twice (2026-11-27): bench/results/cudnn_choice_h100.jsonl
+  say "cuDNN's heuristic algorithms against benchmarked ones"
+  limit="$(cap 150)"
+  (cd bench && timeout "$limit" "$PYTHON" cudnn_choice.py --out "$OUT_DIR/cudnn_choice.jsonl" \
+    --max-minutes "$(( limit / 60 - 1 ))" 2>&1 | tail -2)
 fi
 if worth 300; then
   say "does a convolution slow down as its process runs more shapes, as NeuSight's rows do?"

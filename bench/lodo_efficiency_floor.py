@@ -35,8 +35,8 @@ def peak_rate(kind, rows):
 def floor_ms(kind, test, fitted_on, predict):
     """Per held-out row: the least over `fitted_on` of predict(row on that GPU) x its rate / the held-out rate."""
     held_rate = peak_rate(kind, test)
-    scaled = [predict(test.assign(gpu=gpu)) * peak_rate(kind, test.assign(gpu=gpu)) / held_rate for gpu in fitted_on]
-    return np.min(scaled, axis=0)
+    on_fitted = [test.assign(gpu=gpu) for gpu in fitted_on]
+    return np.min([predict(rows) * peak_rate(kind, rows) / held_rate for rows in on_fitted], axis=0)
 
 
 def main(argv=None):
@@ -74,7 +74,8 @@ def main(argv=None):
         "for the row on that GPU, scaled by its peak rate over the held-out GPU's: fp32 FLOP/s for "
         f"{', '.join(COMPUTE_KINDS)}, memory bandwidth for the rest), and the share of rows the floor raised.", "",
         *summary, "",
-        "| kind | held out | candidate | as predicted | floored | rows raised |", "| --- | --- | --- | --- | --- | --- |",
+        "| kind | held out | candidate | as predicted | floored | rows raised |",
+        "| --- | --- | --- | --- | --- | --- |",
         *rows, ""])
     write_report(args.out, text)
 

@@ -67,11 +67,11 @@ def _boundary(run):
 
     class Boundary(torch.autograd.Function):
         """Attention of `query`, `key` and `value` (further arguments as `run` takes them, in `given`), recorded by
-        `recorder` as both devices run it (None: not recorded, the fused kernel's tensors saved); `records`: autograd
-        records the call (Op.autograd_records)."""
+        `recorder` as both devices run it, a GPU as the fused `kernel` (None: not recorded, the fused kernel's
+        tensors saved); `records`: autograd records the call (Op.autograd_records)."""
 
         @staticmethod
-        def forward(ctx, recorder, records, given, query, key, value):
+        def forward(ctx, recorder, records, kernel, given, query, key, value):
             args, kwargs = given
             ctx.recorder, ctx.given = recorder, given
             if recorder is None:  # the memory walk: what the fused kernel keeps, with a log-sum-exp by query
@@ -86,8 +86,7 @@ def _boundary(run):
                 ctx.output = run(*ctx.inner, *args, **kwargs)
             ctx.shapes = [tuple(t.shape) for t in (query, key, value, ctx.output)] + [tuple(query.shape[:-1])]
             ctx.dtypes = [dtype_names[t.dtype] for t in (query, key, value, ctx.output)] + ["float32"]
-            masked = kwargs.get("attn_mask", args[0] if args else None) is not None
-            ctx.kernel = fused_kernel(query.dtype, masked)
+            ctx.kernel = kernel
             recorder.ops.append(device_op(recorder.phase, ctx.kernel + ".default", ctx.shapes[:3], ctx.shapes[3:],
                                           [TENSOR] * 3, ctx.label, ctx.dtypes[:3], ctx.dtypes[3:], module_input,
                                           autograd_records=records))
@@ -116,7 +115,7 @@ def _boundary(run):
                                               shapes[:3], [TENSOR] * 6, ctx.label, [dtypes[3]] + dtypes,
                                               dtypes[:3]))
                 inner = ctx.inner
-            return (None, None, None) + tuple(next(found) if t.requires_grad else None for t in inner)
+            return (None,) * 4 + tuple(next(found) if t.requires_grad else None for t in inner)
 
     return Boundary
 
@@ -158,7 +157,8 @@ def attention_as_devices_run(recorder=None):
             # a learned bias as the mask (relative positions) needs its gradient: the math path, on every device
             return torchs(query, key, value, *args, **kwargs)
         records = torch.is_grad_enabled() and any(t.requires_grad for t in (query, key, value))
-        return boundary.apply(recorder, records, (args, kwargs), query, key, value)
+        kernel = fused_kernel(query.dtype, mask is not None)
+        return boundary.apply(recorder, records, kernel, (args, kwargs), query, key, value)
 
     attention.torchs = torchs
     before = getattr(functional, "scaled_dot_product_attention", None)  # torch's, or an outer block's

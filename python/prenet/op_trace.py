@@ -249,10 +249,10 @@ def _recorder(meta=False, direct=None):
             if isinstance(out, Tensor):  # most operators return one tensor
                 output_shapes, output_dtypes = [tuple(out.shape)], [dtype_names[out.dtype]]
                 if out.is_sparse:  # its kernels touch the values (torch 2 clones a sparse gradient into .grad)
-                    self.paused = True
-                    shapes = [tuple(t._values().shape) if t.is_sparse else shape for t, shape in zip(tensors, shapes)]
-                    output_shapes = [tuple(out._values().shape)]
-                    self.paused = False
+                    with marked(self, paused=True):
+                        shapes = [tuple(t._values().shape) if t.is_sparse else shape
+                                  for t, shape in zip(tensors, shapes)]
+                        output_shapes = [tuple(out._values().shape)]
             else:
                 outputs = out if isinstance(out, (tuple, list)) else (out,)
                 output_shapes = [tuple(t.shape) if isinstance(t, Tensor) else None for t in outputs]

@@ -387,3 +387,33 @@ def test_a_cpu_steps_dropout_noise_is_timed_per_element_by_its_generator(tmp_pat
     assert list(drawn[others].ms) == pytest.approx(list(by_traffic[others].ms))
     on_gpu = prenet.predict(model, gpu="V100", **run).ops
     assert not on_gpu.op.str.startswith("bernoulli").any()
+
+
+@pytest.mark.filterwarnings("ignore:this machine's CPU")
+def test_a_gpu_adds_a_cudnn_convolutions_bias_in_an_operator_of_its_own_and_pytorchs_depthwise_kernel_does_not():
+    """cuDNN's backend runs output.add_(bias) after the convolution (aten/src/ATen/native/Convolution.cpp): on a GPU
+    that is an add's dispatch and issue on the host and a read and a write of the output on the device, for a plain,
+    grouped or transposed convolution; PyTorch's depthwise kernel adds it within itself, and so does oneDNN on the
+    CPU."""
+    def conv_forward(make, bias, gpu="V100"):
+        """(host ms, device ms) of the forward convolution of the layer make(bias), 16 channels over 60 positions."""
+        model = nn.Sequential(make(bias), nn.Flatten())
+        ops = prenet.predict(model, batch=8, gpu=gpu, input_shape=(16, 60), dataset_size=8).ops
+        row = ops[(ops["phase"] == "forward") & ops["op"].str.startswith("convolution")]
+        assert len(row) == 1
+        return float(row["host_ms"].iloc[0]), float(row["ms"].iloc[0])
+
+    costs = host_cost.load(gpu=True)
+    add_issue_ms = 1e-3 * max(costs["op_us"], launch_gap.issue_us("add"))
+    plain = lambda bias: nn.Conv1d(16, 32, 5, bias=bias)  # noqa: E731
+    for make in (plain, lambda bias: nn.Conv1d(16, 32, 5, groups=4, bias=bias),
+                 lambda bias: nn.ConvTranspose1d(16, 32, 5, bias=bias)):
+        (host, device), (host_unbiased, device_unbiased) = conv_forward(make, True), conv_forward(make, False)
+        assert host - host_unbiased == pytest.approx(add_issue_ms, rel=1e-9)
+        assert device > device_unbiased
+    bias_kernel_ms = conv_forward(plain, True)[1] - conv_forward(plain, False)[1]
+    depthwise = lambda bias: nn.Conv1d(16, 32, 5, groups=16, bias=bias)  # noqa: E731
+    (host, device), (host_unbiased, device_unbiased) = conv_forward(depthwise, True), conv_forward(depthwise, False)
+    assert host == pytest.approx(host_unbiased, rel=1e-12)
+    assert device - device_unbiased < 0.1 * bias_kernel_ms
+    assert conv_forward(plain, True, "cpu")[0] == pytest.approx(conv_forward(plain, False, "cpu")[0], rel=1e-12)

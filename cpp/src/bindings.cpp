@@ -60,6 +60,7 @@ py::dict kind_to_dict(const prenet::LayerKind& kind) {
     d["gemm_features"] = prenet::gemm_feature_names(kind);
     d["row_parameters"] = kind.row_parameters ? py::make_tuple(kind.row_parameters->first, kind.row_parameters->second)
                                               : py::object(py::none());
+    d["gpu_bias_kernels"] = static_cast<bool>(kind.gpu_bias_kernels);
     return d;
 }
 
@@ -117,6 +118,15 @@ PYBIND11_MODULE(_core, m) {
           py::arg("kind"), py::arg("config"), py::arg("catalog"), py::arg("gpu"), py::arg("precision"),
           "A layer's time in the precision over its fp32 CUDA-core time, as the estimate scales it (1 for kinds "
           "without tensor cores)");
+
+    m.def("gpu_bias_kernel_count",
+          [](const std::string& kind, const std::map<std::string, std::int64_t>& config) {
+              const auto configured = prenet::find_layer_kind(kind).configure(config);
+              return configured.kind().gpu_bias_kernels ? configured.kind().gpu_bias_kernels(configured).size()
+                                                        : std::size_t{0};
+          },
+          py::arg("kind"), py::arg("config"),
+          "Kernels a GPU runs after the layer's own to add its bias (a cuDNN convolution's output.add_(bias))");
 
     m.def("layer_features",
           [](const std::string& kind, const std::map<std::string, std::int64_t>& config,

@@ -60,10 +60,12 @@ public:
     // A composite kind without a predictor of its own runs its forward_kernels; any other is a leaf, timed in the
     // step's precision: a memory-bound kind as its narrowed configuration, a tensor-core kind on its roofline's
     // share at the precision's rate (prenet/precision.hpp).
+    // On a GPU, a layer whose bias a kernel of its own adds (gpu_bias_kernels) is timed without it, then that kernel.
     void forward(const LayerConfig& c, Destination d, Precision precision) {
-        forward_in(c, d, 0, precision);
-        if (!c.kind().gpu_bias_kernels || is_host_cpu(gpu_)) return;
-        for (const auto& k : c.kind().gpu_bias_kernels(c)) forward_in(configure(k), scaled(d, k.count), 1, precision);
+        const auto bias_kernels = c.kind().gpu_bias_kernels && !is_host_cpu(gpu_) ? c.kind().gpu_bias_kernels(c)
+                                                                                  : std::vector<KernelWork>{};
+        forward_in(bias_kernels.empty() ? c : without_bias(c), d, 0, precision);
+        for (const auto& k : bias_kernels) forward_in(configure(k), scaled(d, k.count), 1, precision);
     }
 
     void backward(const LayerConfig& c, Destination d, Precision precision) { backward_in(c, d, 0, precision); }
@@ -136,6 +138,11 @@ public:
 
 private:
     static LayerConfig configure(const KernelWork& k) { return find_layer_kind(k.kind).configure(k.config); }
+    static LayerConfig without_bias(const LayerConfig& c) {
+        std::vector<std::int64_t> values = c.values();
+        values[c.kind().parameter_index("bias")] = 0;
+        return LayerConfig(c.kind(), std::move(values));
+    }
     // The precision a kernel's traffic is timed in: fp32 for integer traffic a 2-byte step does not narrow.
     static Precision width(const KernelWork& k, Precision precision) {
         return k.full_width ? Precision::fp32 : precision;

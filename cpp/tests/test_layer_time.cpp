@@ -464,10 +464,14 @@ TEST_F(EstimatorTest, CudnnConvolutionsRunOnTf32TensorCoresByDefaultWhereThatIsF
     // would keep the latter, and so does the estimate.
     const auto slow_gemm = prenet::estimate_layer_times(bundle, {big}, ampere, "sgd", Precision::fp32);
     ASSERT_GT(tensor_core_ms(big, ampere) + bias_ms(ampere), fp32[0].forward_ms);
-    prenet::GpuSpec host = gpu_;  // a CPU (oneDNN fuses the bias into the convolution): no kernel of its own
+    // On a GPU the convolution is timed without its bias, then the bias kernel; a CPU (oneDNN fuses the bias into
+    // the convolution) has no kernel of its own for it.
+    EXPECT_NEAR(fp32[0].forward_ms,
+                prenet::estimate_layer_times(bundle, {gradient}, gpu_, "sgd")[0].forward_ms + bias_ms(gpu_), 1e-12);
+    prenet::GpuSpec host = gpu_;
     host.bus = "host";
     EXPECT_NEAR(prenet::estimate_layer_times(bundle, {big}, host, "sgd")[0].forward_ms,
-                fp32[0].forward_ms - bias_ms(gpu_), 1e-12);
+                prenet::roofline_ms(cost.forward_flops, cost.forward_bytes, host), 1e-12);
     EXPECT_DOUBLE_EQ(slow_gemm[0].forward_ms, fp32[0].forward_ms);
     // With 100x the TF32 rate and the bandwidth the tensor-core path wins, for dX and dW too (without bias; db
     // reads dY once).
@@ -488,6 +492,48 @@ TEST_F(EstimatorTest, CudnnConvolutionsRunOnTf32TensorCoresByDefaultWhereThatIsF
     const auto linear = find_layer_kind("linear").configure(
         {{"batch", 64}, {"seq_len", 128}, {"in_features", 1024}, {"out_features", 1024}});
     EXPECT_EQ(prenet::tensor_core_factor(linear, ampere, Precision::fp32), 1.0);
+}
+
+TEST_F(EstimatorTest, OnAGpuACudnnConvolutionsBiasIsAKernelAfterItsOwnAndPyTorchsDepthwiseKernelAddsItItself) {
+    const auto bundle = prenet::PredictorBundle::load(folder_.string());
+    auto forward_ms = [&](const prenet::LayerConfig& c, const prenet::GpuSpec& device) {
+        return prenet::estimate_layer_times(bundle, {c}, device, "sgd")[0].forward_ms;
+    };
+    // Conv1d(16, 32, 5), plain and in 4 groups (cuDNN's): timed without the bias (its GEMM predicted as a linear
+    // layer here), then a read and a write of the 8 x 32 x 56 outputs, 2/3 of an add of their size.
+    const auto add = find_layer_kind("add").configure({{"batch", 8 * 32}, {"features", 56}});
+    for (std::int64_t groups : {1, 4}) {
+        const auto bias = convolution(0, groups).kind().gpu_bias_kernels(convolution(0, groups));
+        ASSERT_EQ(bias.size(), 1u);
+        EXPECT_EQ(bias[0].config.at("batch") * bias[0].config.at("features"), 8 * 32 * 56);
+        EXPECT_NEAR(forward_ms(convolution(0, groups), gpu_),
+                    forward_ms(convolution(0, groups, 0), gpu_) + 2.0 / 3.0 * forward_ms(add, gpu_), 1e-12);
+    }
+    EXPECT_EQ(convolution(1, 4).kind().gpu_bias_kernels(convolution(1, 4)).size(), 1u);  // cuDNN's transposed too
+    // Depthwise (16 groups of 16 channels, two outputs each): PyTorch's own kernel, the bias inside it.
+    auto depthwise = [](std::int64_t bias) {
+        return find_layer_kind("convolution").configure(
+            {{"batch", 8}, {"in_channels", 16}, {"out_channels", 32}, {"in_positions", 60}, {"out_positions", 56},
+             {"kernel_positions", 5}, {"groups", 16}, {"bias", bias}});
+    };
+    EXPECT_TRUE(depthwise(1).kind().gpu_bias_kernels(depthwise(1)).empty());
+    const double bias_share = forward_ms(depthwise(1), gpu_) - forward_ms(depthwise(0), gpu_);
+    EXPECT_GE(bias_share, 0.0);
+    EXPECT_LT(bias_share, 0.1 * 2.0 / 3.0 * forward_ms(add, gpu_));
+    // A grouped Conv2d goes to the same kernel; a depthwise one does not.
+    const auto grouped = find_layer_kind("conv2d").configure({{"batch", 8}, {"in_channels", 16}, {"out_channels", 32},
+                                                              {"kernel_size", 3}, {"padding", 1}, {"height", 14},
+                                                              {"width", 14}, {"groups", 4}});
+    EXPECT_EQ(grouped.kind().gpu_bias_kernels(grouped).size(), 1u);
+    auto values = grouped.values();
+    values[grouped.kind().parameter_index("groups")] = 16;
+    EXPECT_TRUE(grouped.kind().gpu_bias_kernels(prenet::LayerConfig(grouped.kind(), values)).empty());
+    // On the CPU oneDNN adds it within the convolution.
+    prenet::GpuSpec host = gpu_;
+    host.bus = "host";
+    EXPECT_GT(forward_ms(convolution(0, 1), host), forward_ms(convolution(0, 1, 0), host));
+    EXPECT_LT(forward_ms(convolution(0, 1), host) - forward_ms(convolution(0, 1, 0), host),
+              0.1 * 2.0 / 3.0 * forward_ms(add, host));
 }
 
 TEST_F(EstimatorTest, TheCudaCoreTimesBesideAnEstimateAreItsStrictFp32Times) {

@@ -321,6 +321,19 @@ def _device_times(ops, native, catalog, device, optimizer, precision, gaps_ms, w
     return works, ms, basis, spread
 
 
+def _bias_kernels_after(work):
+    """Kernels (and operators) a GPU runs after a layer's forward to add its bias (a cuDNN convolution's
+    `output.add_(bias)`: LayerKind::gpu_bias_kernels); 0 for a layer without them."""
+    if work.part != "forward" or not work.config.get("bias") or work.kind not in _kinds_with_bias_kernels():
+        return 0
+    return core().gpu_bias_kernel_count(work.kind, work.config)
+
+
+@functools.lru_cache(maxsize=None)
+def _kinds_with_bias_kernels():
+    return frozenset(kind["name"] for kind in core().layer_kinds() if kind["gpu_bias_kernels"])
+
+
 def _timed_part(work, op):
     """The part of a layer's time an op runs: a layer's forward run by the forward pass is the forward inside a
     training step ("step_forward", autograd recording the backward's inputs) where autograd records it; the same
@@ -429,10 +442,12 @@ def _step(traced, size, native, catalog, device, optimizer, precision, on_gpu, c
     forward_ops = max(1, sum(1 for op in ops if op.phase == "forward"))
     frame = costs.get("step_frame")  # the protocol's work around the operators, where measured (prenet.step_frame)
     if on_gpu:
-        def launch_us(work):  # the gap's share beyond the dispatch counted per op, for each library call
+        def launch_us(work):  # the gap's share beyond the dispatch counted per op, for each library call, and
+            # the operator adding a cuDNN convolution's bias after it, dispatched and issued as an add
             if work is None:
                 return 0.0
-            return work.kernels * max(0.0, issue_us(work.kind if work.how == "layer" else None) - costs["op_us"])
+            own = work.kernels * max(0.0, issue_us(work.kind if work.how == "layer" else None) - costs["op_us"])
+            return own + _bias_kernels_after(work) * max(costs["op_us"], issue_us("add"))
 
         host_us = [costs["op_us"] + launch_us(w) +
                    (costs["autograd_node_us"] if op.phase == "backward" else modules * costs["module_call_us"] /

@@ -114,8 +114,8 @@ public:
     std::function<std::vector<KernelWork>(const LayerConfig&)> tensor_core_kernels;
     // Kernels a GPU runs after the layer's own in its forward pass: where cuDNN runs a convolution, PyTorch adds the
     // bias in a kernel of its own (aten/src/ATen/native/Convolution.cpp, the cuDNN backend: output.add_(bias)),
-    // which the CPU's oneDNN fuses into the convolution and the GPU data timed none of (no bias). Empty function or
-    // result: none.
+    // which the CPU's oneDNN fuses into the convolution and the GPU data timed none of (no bias). Where there are
+    // any, a GPU's layer is timed with its "bias" parameter 0, then these. Empty function or result: none.
     std::function<std::vector<KernelWork>(const LayerConfig&)> gpu_bias_kernels;
     // Where a predictor meets the layer beyond the ranges it was fitted on in one of `unfitted_parameters`, the
     // layer is timed as `unfitted_kernels` instead of by extrapolating in them (a grouped convolution, which the

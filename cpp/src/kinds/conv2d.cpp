@@ -86,13 +86,13 @@ std::vector<KernelWork> conv2d_tensor_core_kernels(const LayerConfig& c) {
     return work;
 }
 
-// cuDNN's convolution (groups 1: the depthwise and grouped ones may run PyTorch's own kernels, which add the bias
-// themselves) and then its bias added in place: a read and a write of the output, 2/3 of an add's passes.
+// cuDNN's convolution, grouped or not, and then its bias added in place (convolution_work.cpp); a depthwise one runs
+// PyTorch's own kernel, which adds it.
 std::vector<KernelWork> conv2d_bias_add(const LayerConfig& c) {
-    if (!c["bias"] || c["groups"] != 1) return {};
     const auto [hout, wout] = output_plane(c);
-    return {{"add", {{"batch", c["batch"] * c["out_channels"]}, {"features", hout * wout}},
-             kUnaryElementPasses / kBinaryElementPasses}};
+    return cudnn_bias_add(c["bias"],
+                          runs_pytorch_depthwise_kernel(c["in_channels"], c["out_channels"], c["groups"], false),
+                          c["batch"] * c["out_channels"], hout * wout);
 }
 
 // The same convolution as the general kind sees it (convolution.cpp: positions per channel, exact

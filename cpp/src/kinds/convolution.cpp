@@ -90,6 +90,13 @@ std::vector<KernelWork> convolution_backward(const LayerConfig& c) {
     return work;
 }
 
+// On a GPU, the bias added after cuDNN's kernels (convolution_work.cpp).
+std::vector<KernelWork> convolution_bias_add(const LayerConfig& c) {
+    const bool depthwise = runs_pytorch_depthwise_kernel(c["in_channels"], c["out_channels"], c["groups"],
+                                                         c["transposed"] != 0);
+    return cudnn_bias_add(c["bias"], depthwise, c["batch"] * c["out_channels"], c["out_positions"]);
+}
+
 }  // namespace
 
 LayerKind make_convolution() {
@@ -115,6 +122,7 @@ LayerKind make_convolution() {
     kind.backward_kernels = convolution_backward;
     kind.tensor_cores = TensorCores::cudnn;
     kind.tensor_core_kernels = convolution_tensor_core_kernels;
+    kind.gpu_bias_kernels = convolution_bias_add;
     return kind;
 }
 

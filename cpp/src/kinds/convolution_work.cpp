@@ -38,4 +38,19 @@ KernelWork layout_transposes(std::int64_t elements) {
     return streaming_add(static_cast<double>(elements), kUnaryElementPasses / kBinaryElementPasses);
 }
 
+// PyTorch's convolution backend choice (aten/src/ATen/native/Convolution.cpp, is_depthwise): one group per input
+// channel, several, and a whole number of output channels each, not transposed; a 1-d convolution is made 2-d first.
+bool runs_pytorch_depthwise_kernel(std::int64_t in_channels, std::int64_t out_channels, std::int64_t groups,
+                                   bool transposed) {
+    return !transposed && groups > 1 && groups == in_channels && out_channels % in_channels == 0;
+}
+
+// The cuDNN backend of the same file: output.add_(bias) after cuDNN's kernels, a read and a write of the output
+// (2/3 of an add's passes); PyTorch's depthwise kernels add it within their own.
+std::vector<KernelWork> cudnn_bias_add(std::int64_t bias, bool depthwise, std::int64_t planes,
+                                       std::int64_t positions) {
+    if (!bias || depthwise) return {};
+    return {{"add", {{"batch", planes}, {"features", positions}}, kUnaryElementPasses / kBinaryElementPasses}};
+}
+
 }  // namespace prenet::kinds

@@ -37,6 +37,14 @@ LayerCost convolution_cost(const ConvolutionSizes& sizes, double bytes_per_eleme
 KernelWork implicit_gemm(std::int64_t rows, std::int64_t inner, std::int64_t columns, std::int64_t bias);
 // The NCHW <-> NHWC transposes of `elements` elements around a tensor-core convolution (convolution_work.cpp).
 KernelWork layout_transposes(std::int64_t elements);
+// Whether PyTorch runs a convolution on a GPU with a depthwise kernel of its own, which adds the bias itself, rather
+// than through cuDNN (convolution_work.cpp).
+bool runs_pytorch_depthwise_kernel(std::int64_t in_channels, std::int64_t out_channels, std::int64_t groups,
+                                   bool transposed);
+// The kernel a GPU adds a convolution's bias in after cuDNN's (none where `bias` is 0 or the convolution runs
+// PyTorch's depthwise kernel): its output, `planes` (batch x c_out) of `positions` each, read and written once.
+std::vector<KernelWork> cudnn_bias_add(std::int64_t bias, bool depthwise, std::int64_t planes,
+                                       std::int64_t positions);
 
 // Upper bound for sizes: large enough for any real layer, small enough that counts stay exact in a double.
 inline constexpr std::int64_t kMaxSize = std::int64_t{1} << 31;

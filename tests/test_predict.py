@@ -496,6 +496,25 @@ def test_a_token_model_given_a_shape_is_told_to_give_token_ids():
     assert "embedding" not in str(raised.value)
 
 
+class TakesADict(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(8, 4)
+
+    def forward(self, batch):
+        return self.linear(batch["features"])
+
+
+def test_a_dict_refused_as_keyword_arguments_is_told_to_come_in_a_tuple():
+    """A dict example_input is keyword arguments (Hugging Face style); a model whose forward takes the dict itself
+    refuses the keys, and the refusal says how to pass it; so passed, it predicts."""
+    example = {"features": torch.randn(1, 8)}
+    with pytest.raises(ValueError, match=r"unexpected keyword argument 'features'.*passed as keyword arguments.*"
+                                         r"example_input=\(the_dict,\)"):
+        prenet.predict(TakesADict(), batch=4, gpu="T4", example_input=example)
+    assert prenet.predict(TakesADict(), batch=4, gpu="T4", example_input=(example,)).step_seconds > 0
+
+
 def test_integer_inputs_to_a_floating_point_layer_are_named_as_the_cause():
     """PyTorch's own message names the weight's type as the one expected ("expected scalar type Long but found
     Float"); the refusal says the input was integers where the failing layer's weights are floating point."""

@@ -50,7 +50,8 @@ def shapes_text(inputs):
 def rejected(where, inputs, error, model):
     """The ValueError for a model that failed on `inputs`: the module it failed in (`where`), the shapes it was
     given, and PyTorch's own message; when it failed in an embedding given only floating-point tensors (what
-    input_shape makes), how to give it token ids instead."""
+    input_shape makes), how to give it token ids instead; when a dict's keys were refused as keyword arguments,
+    how to pass the dict itself."""
     import torch
 
     message = f"the model rejected the input (failed in module '{where}', given {shapes_text(inputs)}): {error}"
@@ -67,6 +68,9 @@ def rejected(where, inputs, error, model):
         kinds = sorted({str(t.dtype).removeprefix("torch.") for t in tensors(inputs)})
         message += (f"; the input holds {', '.join(kinds)} tensors only, and '{where}' has floating-point weights: "
                     "give example_input in floating point (tensor.float())")
+    elif isinstance(inputs, dict) and isinstance(error, TypeError) and "keyword argument" in str(error):
+        message += ("; a dict example_input is passed as keyword arguments (model(**example_input)): for a model "
+                    "that takes one dict, give it inside a tuple, example_input=(the_dict,)")
     return ValueError(message)
 
 

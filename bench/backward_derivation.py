@@ -19,7 +19,6 @@ Writes bench/results/backward_derivation.md and prints the table.
 import argparse
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -27,9 +26,9 @@ from prenet import training
 from prenet._native import core
 from prenet.catalog import device_catalog
 from prenet.datasets import load_cpu
-from report import write_report
+from report import RESULTS, write_report
 
-RESULTS = Path(__file__).resolve().parent / "results" / "backward_derivation.md"
+REPORT = RESULTS / "backward_derivation.md"
 
 
 def relative_errors(measured, predicted):
@@ -127,7 +126,7 @@ def main(argv=None):
     command = "python bench/backward_derivation.py" + (f" --kinds {' '.join(args.kinds)}" if args.kinds else "") + \
         (f" --trees {args.trees}" if args.trees else "")
     text = markdown(rows, command, time.monotonic() - started, call_ms)
-    write_report(RESULTS, text)
+    write_report(REPORT, text)
 
 
 if __name__ == "__main__":

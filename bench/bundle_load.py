@@ -14,7 +14,7 @@ from pathlib import Path
 
 from prenet._native import core
 from prenet.predictors import PACKAGED_BUNDLE, PACKAGED_HOST_BUNDLE, PACKAGED_UNSEEN_BUNDLE
-from report import write_report
+from report import RESULTS, write_report
 
 REPEATS = 5
 
@@ -31,7 +31,7 @@ def load_seconds(folder, cache=""):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="bench/results/bundle_load.md")
+    parser.add_argument("--out", default=RESULTS / "bundle_load.md")
     args = parser.parse_args()
     rows = []
     for folder in (PACKAGED_BUNDLE, PACKAGED_UNSEEN_BUNDLE, PACKAGED_HOST_BUNDLE):

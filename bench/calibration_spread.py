@@ -19,10 +19,9 @@ import torch
 
 import prenet
 from prenet import host_calibration
-from report import write_report
+from report import RESULTS, write_report
 from validate_cpu import CASES, percentile_90
 
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def main(argv=None):

@@ -16,13 +16,13 @@ import torchvision
 import prenet
 import prenet.collector_paused as collector_paused
 from predict_cost import interleaved_seconds
-from report import write_report
+from report import RESULTS, write_report
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=60)
-    parser.add_argument("--out", default="bench/results/collector_pause.md")
+    parser.add_argument("--out", default=RESULTS / "collector_pause.md")
     args = parser.parse_args()
     model = torchvision.models.resnet50()
     image = torch.randn(1, 3, 224, 224)

@@ -21,9 +21,8 @@ import pandas as pd
 
 from prenet import training
 from prenet.datasets import load_neusight
-from report import write_report
+from report import RESULTS, write_report
 
-RESULTS = Path(__file__).resolve().parent / "results"
 POSITIONS = (1000, 2500, 4000, 4900)  # positions at which the fitted effect is read, against position 0
 SIZES = [0, 0.3, 1, 3, 10, np.inf]    # ms buckets of the configuration's time at position 0
 

@@ -18,9 +18,8 @@ import torchvision
 
 import prenet
 from prenet.measure import cpu_threads
-from report import write_report
+from report import RESULTS, write_report
 
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def forward_ms(config):

@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from report import write_report
+from report import RESULTS, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = Path(__file__).resolve().parent / "results"
 TINY = 300  # elements: the call's fixed cost dominates (a few nanoseconds of work against about a microsecond)
 CHUNK = 200  # samples per stretch of the collection
 SLOW_US = 1.2  # between the two speeds the rows show (about 0.9 and 1.7 us)

@@ -25,10 +25,9 @@ import torch
 import prenet
 from prenet import host_memory
 from prenet.host_cost import cpu_model
-from report import write_report
+from report import RESULTS, write_report
 from validate_cpu import CASES, percentile_90
 
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def measured_seconds(name, batch, dataset_size, keep_memory):

@@ -21,7 +21,7 @@ import torch
 
 import prenet
 from prenet import estimate, fused_recurrent
-from report import write_report
+from report import RESULTS, write_report
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "cpu" / "lstm.csv"
 MAX_ELEMENTS = 2e6  # rows whose batch x steps x width exceed this are skipped (the trace runs them for real)
@@ -39,7 +39,7 @@ class Wrapped(torch.nn.Module):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=30, help="LSTM rows sampled (seed 0)")
-    parser.add_argument("--out", default="bench/results/cpu_recurrent_composition.md")
+    parser.add_argument("--out", default=RESULTS / "cpu_recurrent_composition.md")
     args = parser.parse_args()
     warnings.simplefilter("ignore")  # the unmeasured-host note, once per predict
     torch.set_num_threads(1)

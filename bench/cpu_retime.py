@@ -25,10 +25,9 @@ import pandas as pd
 from prenet.collect import COLUMNS, ENVIRONMENT_COLUMNS, SPEED_COLUMNS, Harness, result_row
 from prenet.progress import progress_bar
 from prenet.sampling import sample_config
-from report import write_report
+from report import RESULTS, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = Path(__file__).resolve().parent / "results"
 STRETCH = 200  # samples per stretch: a few minutes of collection
 SHIFT = 0.15  # a stretch this far from its kind's median ratio is flagged
 TIMEOUT_S = 120.0

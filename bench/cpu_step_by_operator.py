@@ -27,10 +27,9 @@ from prenet.host_memory import keep_freed_memory
 from prenet.measure import ResidentLabels, cpu_threads, make_optimizer
 from prenet.model_inputs import call, input_maker
 from prenet.op_trace import training_loss
-from report import write_report
+from report import RESULTS, write_report
 from validate_cpu import CASES
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SHOWN_SHARE = 0.01  # operators below this share of the step on both sides are summed into one row
 
 

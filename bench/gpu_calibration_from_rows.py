@@ -19,10 +19,10 @@ from pathlib import Path
 
 from prenet import gpu_calibration
 from prenet.datasets import collection_folders, load_harness_rows
-from report import write_report
+from report import RESULTS, write_report
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = Path(__file__).resolve().parent / "results" / "gpu_calibration_from_rows.md"
+REPORT = RESULTS / "gpu_calibration_from_rows.md"
 GPU = "NVIDIA H100 80GB HBM3"
 CALIBRATION = ROOT / "data" / "gpu" / "NVIDIA_H100_80GB_HBM3_calibration.json"
 
@@ -80,7 +80,7 @@ def validated(calibration):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=REPORT)
     args = parser.parse_args()
     started = time.monotonic()
     rows = harness_rows()

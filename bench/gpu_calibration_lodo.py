@@ -18,9 +18,8 @@ import numpy as np
 
 from prenet import gpu_calibration, unseen_gpu
 from prenet.datasets import load_neusight
-from report import cells_summary_row, write_report
+from report import RESULTS, cells_summary_row, write_report
 
-RESULTS = Path(__file__).resolve().parent / "results"
 REFERENCE_ROWS = (5, 10, 20)
 # as prenet calibrate --gpu picks them: spread over the predicted time (gpu_calibration.spread_in_time)
 SPREAD_ROWS = 10

@@ -17,7 +17,7 @@ import torchvision
 import prenet
 from prenet import reference_models
 from prenet.catalog import outclasses
-from report import write_report
+from report import RESULTS, write_report
 
 TOLERANCE = 0.03
 BATCHES = (8, 64)
@@ -43,7 +43,7 @@ def inversions(table, catalog, precision):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="bench/results/gpu_ranking.md")
+    parser.add_argument("--out", default=RESULTS / "gpu_ranking.md")
     args = parser.parse_args()
     started = time.monotonic()
     warnings.simplefilter("ignore")  # the catalog's AMD GPUs warn that their libraries are not modelled

@@ -17,7 +17,6 @@ import os
 import statistics
 import tempfile
 import time
-from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -27,9 +26,9 @@ from prenet import training  # noqa: E402
 from prenet.catalog import native_catalog  # noqa: E402
 from prenet.datasets import load_neusight  # noqa: E402
 from prenet._native import core  # noqa: E402
-from report import write_report  # noqa: E402
+from report import RESULTS, write_report  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results" / "inference_latency.md"
+REPORT = RESULTS / "inference_latency.md"
 
 
 def median_seconds(call, repeats):
@@ -100,7 +99,7 @@ def main(argv=None):
     for name, one_us, throughput in rows:
         lines.append(f"| {name} | {one_us:.1f} | {throughput:,.0f} | {one_us / native_one:.1f}x |")
     text = "\n".join(lines) + "\n"
-    write_report(RESULTS, text)
+    write_report(REPORT, text)
 
 
 if __name__ == "__main__":

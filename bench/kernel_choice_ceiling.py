@@ -21,9 +21,8 @@ import pandas as pd
 
 from prenet import training
 from prenet.datasets import load_neusight
-from report import write_report
+from report import RESULTS, write_report
 
-RESULTS = Path(__file__).resolve().parent / "results"
 MIN_ROWS = 20  # a kernel name run by fewer rows shares one input with the other rare ones
 # Substrings of a kernel's name -> its algorithm family, the first match wins (cuDNN and cuBLAS names).
 FAMILIES = (("winograd", "winograd"), ("fft", "fft"), ("gemv", "gemv"), ("splitk", "split-K GEMM"),

@@ -12,15 +12,13 @@ Run:  .venv/bin/python bench/lodo_efficiency_floor.py [--kinds ...] [--out FILE]
 Writes bench/results/lodo_efficiency_floor.md.
 """
 import time
-from pathlib import Path
 
 import numpy as np
 
 from prenet import launch_gap, training, unseen_gpu
 from prenet.datasets import load_neusight
-from report import kinds_and_out, write_report
+from report import RESULTS, kinds_and_out, write_report
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SETS = ("ours", "blend")
 # kinds whose roofline bound is compute (their time scales with FLOP/s); the rest are bound by memory traffic
 COMPUTE_KINDS = ("linear", "bmm", "conv2d")

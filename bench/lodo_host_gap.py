@@ -15,9 +15,8 @@ import numpy as np
 
 from prenet import launch_gap, unseen_gpu
 from prenet.datasets import load_neusight
-from report import write_report
+from report import RESULTS, write_report
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SET = unseen_gpu.SERVED_SET
 
 

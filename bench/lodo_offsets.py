@@ -10,15 +10,13 @@ Run:  .venv/bin/python bench/lodo_offsets.py [--kinds ...] [--out FILE] (about t
 Writes bench/results/lodo_offsets.md.
 """
 import time
-from pathlib import Path
 
 import numpy as np
 
 from prenet import unseen_gpu
 from prenet.datasets import load_neusight
-from report import kinds_and_out, write_report
+from report import RESULTS, kinds_and_out, write_report
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SETS = ("ours", "efficiency", "blend")
 MIN_DEVICE_MS = 0.1
 

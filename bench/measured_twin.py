@@ -15,7 +15,7 @@ from prenet import datasets, launch_gap
 from prenet.catalog import device_catalog
 from prenet.predictors import PACKAGED_BUNDLE, PACKAGED_UNSEEN_BUNDLE, load_bundle, measured_twin
 from prenet.training import config_keys, split_by_configuration
-from report import write_report
+from report import RESULTS, write_report
 
 
 def relative_errors(predicted, measured):
@@ -25,7 +25,7 @@ def relative_errors(predicted, measured):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpu", default="Tesla V100-PCIE-16GB", help="a catalog GPU that is not fitted itself")
-    parser.add_argument("--out", default="bench/results/measured_twin.md")
+    parser.add_argument("--out", default=RESULTS / "measured_twin.md")
     args = parser.parse_args()
     started = time.time()
     catalog, asked = device_catalog(args.gpu)

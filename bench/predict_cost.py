@@ -16,7 +16,7 @@ import torchvision
 
 import prenet
 from prenet import estimate
-from report import write_report
+from report import RESULTS, write_report
 
 REPEATS = 21
 CASES = [("resnet50", "V100"), ("resnet50", "H100"), ("resnet18", "V100")]
@@ -37,7 +37,7 @@ def interleaved_seconds(runs, repeats=REPEATS):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="bench/results/predict_cost.md")
+    parser.add_argument("--out", default=RESULTS / "predict_cost.md")
     args = parser.parse_args()
     rows = []
     for name, gpu in CASES:

@@ -1,12 +1,16 @@
-"""Writing a benchmark's report: the markdown file under bench/results/ (folders made as needed), echoed; the
-summary row of a table of leave-one-device-out cells, as the reports print it; and the arguments of a study over
-the NeuSight set's kinds."""
+"""Writing a benchmark's report: the markdown file under bench/results/ (RESULTS; folders made as needed),
+echoed; the summary row of a table of leave-one-device-out cells, as the reports print it; and the arguments of a
+study over the NeuSight set's kinds."""
 import argparse
 from pathlib import Path
 
 import numpy as np
 
 from readme_tables import refresh_readme
+
+# Where the reports go, from this file rather than the working directory: a script run from inside bench/ once
+# wrote its report to bench/bench/results/.
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def write_report(path, text):

@@ -14,7 +14,7 @@ import prenet
 from prenet.catalog import find_gpu
 from prenet.predictors import PACKAGED_BUNDLE, PACKAGED_UNSEEN_BUNDLE, fitted_devices
 from prenet.sibling_gpu import fitted_sibling
-from report import write_report
+from report import RESULTS, write_report
 
 MODELS = ("resnet50", "vgg16", "vit_b_16")
 BATCH = 64
@@ -22,7 +22,7 @@ BATCH = 64
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="bench/results/sibling_gpus.md")
+    parser.add_argument("--out", default=RESULTS / "sibling_gpus.md")
     args = parser.parse_args()
     started = time.time()
     warnings.simplefilter("ignore")  # the host CPU warning of a CPU estimate does not apply; none is made

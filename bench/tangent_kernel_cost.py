@@ -15,15 +15,14 @@ Writes bench/results/tangent_kernel_cost.md by default.
 """
 import argparse
 import time
-from pathlib import Path
 
 import torch
 
 from prenet import tangent_kernel
-from report import write_report
+from report import RESULTS, write_report
 from validate_steps import network
 
-RESULTS = Path(__file__).resolve().parent / "results" / "tangent_kernel_cost.md"
+REPORT = RESULTS / "tangent_kernel_cost.md"
 SAMPLES, BATCH, STEPS = 256, 32, 100
 PROJECTION = tangent_kernel.DEFAULT_PROJECTION_DIM  # predict_steps' default
 
@@ -72,7 +71,7 @@ def training_step_s(model, shape):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--out", default=str(REPORT))
     args = parser.parse_args()
     torch.manual_seed(0)
     lines = ["# What the tangent kernel costs, against training steps", "",

@@ -13,7 +13,7 @@ import torch
 import torchvision
 
 import prenet
-from report import write_report
+from report import RESULTS, write_report
 
 BATCH = 128
 # (gpu, precision) columns
@@ -51,7 +51,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=BATCH)
     parser.add_argument("--models", nargs="*", help="default: every classification model of torchvision")
-    parser.add_argument("--out", default="bench/results/torchvision_sweep.md")
+    parser.add_argument("--out", default=RESULTS / "torchvision_sweep.md")
     args = parser.parse_args()
     names = args.models or classification_models()
     started, rows, failures = time.monotonic(), [], []

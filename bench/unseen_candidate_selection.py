@@ -16,9 +16,8 @@ import numpy as np
 
 from prenet import launch_gap, unseen_gpu
 from prenet.datasets import load_neusight
-from report import cells_summary_row, write_report
+from report import RESULTS, cells_summary_row, write_report
 
-RESULTS = Path(__file__).resolve().parent / "results"
 CANDIDATES = ("ours", "efficiency", "blend")
 
 

@@ -29,9 +29,8 @@ import prenet
 from prenet import host_calibration, host_memory
 from prenet.catalog import unmeasured_host_warning
 from prenet.uncertainty import fitted_devices
-from report import write_report
+from report import RESULTS, write_report
 
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 class Mlp(nn.Sequential):

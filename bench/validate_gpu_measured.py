@@ -17,7 +17,7 @@ import prenet
 from prenet import reference_models
 from prenet.models import REFERENCE_MODELS
 from measure_gpu import MODELS
-from report import write_report
+from report import RESULTS, write_report
 from validate_h100 import host_costs_note, percentile, validation_file
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "epochs" / "NVIDIA_H100_80GB_HBM3.jsonl"
@@ -42,7 +42,7 @@ def reference_rows():
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--out", default="bench/results/validate_gpu_measured.md")
+    parser.add_argument("--out", default=RESULTS / "validate_gpu_measured.md")
     args = parser.parse_args()
     started = time.monotonic()
     measured = [json.loads(line) for line in args.data.read_text().splitlines() if line.strip()]

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import prenet
 from prenet.datasets import neusight_folder
-from report import write_report
+from report import RESULTS, write_report
 
-RESULTS = Path(__file__).resolve().parent / "results" / "validate_h100.md"
+REPORT = RESULTS / "validate_h100.md"
 TORCHVISION = {"vgg16", "resnet18", "resnet50", "mobilenet_v2"}
 
 
@@ -126,7 +126,7 @@ def main():
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--out", default=str(REPORT))
     parser.add_argument("--gpu-calibration", type=Path, help="a `prenet calibrate --gpu` file of the H100")
     args = parser.parse_args()
     calibration_note = use_calibration(args.gpu_calibration) if args.gpu_calibration else ""

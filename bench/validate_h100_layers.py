@@ -17,7 +17,7 @@ import numpy as np
 from prenet.datasets import collection_folders, load_harness_rows
 from prenet.predictors import resolve
 from prenet.training import config_keys
-from report import write_report
+from report import RESULTS, write_report
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "gpu"
 FOLDERS = collection_folders(DATA, "NVIDIA_H100_80GB_HBM3")  # one per sampling seed
@@ -47,7 +47,7 @@ def percentile(values, q):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="bench/results/validate_h100_layers.md")
+    parser.add_argument("--out", default=RESULTS / "validate_h100_layers.md")
     parser.add_argument("--gpu", default="H100", help="the catalog name to predict for")
     args = parser.parse_args()
     started = time.monotonic()

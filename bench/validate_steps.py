@@ -32,6 +32,7 @@ import torch
 import prenet
 from prenet.loss_dynamics import batch_order, first_step_below
 from prenet.training_steps import EXTRAPOLATIONS, _checkpoints
+from report import RESULTS
 
 GRID = dict(lr=(0.01, 0.05, 0.2), batch=(16, 64), momentum=(0.0, 0.9))
 FRACTIONS = (0.5, 0.2, 0.1)
@@ -170,7 +171,7 @@ def main():
     parser.add_argument("--hidden", type=int, default=64, help="width of the MLP's two hidden layers, or the "
                         "CNN's first channels")
     parser.add_argument("--lrs", type=float, nargs="+", default=GRID["lr"], help="the grid's learning rates")
-    parser.add_argument("--out", default="bench/results/steps_validation.md")
+    parser.add_argument("--out", default=RESULTS / "steps_validation.md")
     args = parser.parse_args()
     grid = {**GRID, "lr": tuple(args.lrs)}
     torch.set_num_threads(1)

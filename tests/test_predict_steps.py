@@ -309,6 +309,67 @@ def test_convolution_rows_are_sketched_after_the_jacobians_columns():
     np.testing.assert_allclose(sketched, expected.numpy(), rtol=1e-5, atol=1e-6 * np.abs(expected).max().item())
 
 
+class WideLastConvolution(torch.nn.Module):
+    """A CNN whose last convolution has many weights over few positions (factored: its share from patches and
+    sensitivities, prenet.conv_layer_kernel) and whose first has few weights over many (its gradient rows)."""
+    def __init__(self, conv=torch.nn.Conv2d, groups=1, bias=True):
+        super().__init__()
+        self.first = conv(2, 8, 3, padding=1)
+        self.last = conv(8, 48, 3, stride=2, groups=groups, bias=bias)
+        self.head = torch.nn.Linear(48, 3)
+
+    def forward(self, x):
+        return self.head(torch.tanh(self.last(torch.tanh(self.first(x)))).flatten(2).mean(-1))
+
+
+@pytest.mark.parametrize("build, shape", [
+    (WideLastConvolution, (2, 4, 4)),
+    (lambda: WideLastConvolution(groups=2, bias=False), (2, 4, 4)),
+    (lambda: WideLastConvolution(torch.nn.Conv1d), (2, 4)),
+], ids=["conv2d", "grouped-no-bias", "conv1d"])
+def test_a_wide_convolution_over_few_positions_is_factored_exactly_and_needs_no_sketch(build, shape):
+    from prenet.conv_layer_kernel import factoring_pays
+    from prenet.layer_sensitivities import qualifying_layers
+
+    torch.manual_seed(0)
+    model = build().eval()
+    inputs = torch.randn(9, *shape)
+    positions = {}
+    assert set(qualifying_layers(model, inputs, positions)) == {"first", "last", "head"}
+    assert positions["first"] == (16 if len(shape) == 3 else 4) and positions["last"] == positions["head"] == 1
+    assert factoring_pays(model.last, 9, 3, positions["last"])
+    assert not factoring_pays(model.first, 9, 3, positions["first"])
+    explicit, f0_explicit, parameters, _ = gram_matrix(model, inputs, factor_layers=False)
+    fast, f0, _, projected = gram_matrix(model, inputs)
+    assert projected is None
+    np.testing.assert_allclose(fast, explicit, rtol=1e-10, atol=1e-12 * np.abs(explicit).max())
+    np.testing.assert_array_equal(f0, f0_explicit)
+    # a sketch narrower than the wide convolution's weights, but wide enough for the first's rows: not needed
+    first = sum(p.numel() for p in model.first.parameters())
+    assert first < sum(p.numel() for p in model.last.parameters())
+    narrow, _, _, projected = gram_matrix(model, inputs, projection_dim=first)
+    assert projected is None
+    np.testing.assert_allclose(narrow, explicit, rtol=1e-10, atol=1e-12 * np.abs(explicit).max())
+
+
+def test_a_convolutions_factored_share_is_made_in_blocks_of_samples_alike(monkeypatch):
+    """Blocks of sample pairs (PRODUCT_BLOCK_BYTES) down to one sample a side give the share made whole, both
+    triangles of it."""
+    from prenet import conv_layer_kernel
+    from prenet.conv_layer_gradients import conv_gradient_rows
+
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(4, 6, 3, stride=2, padding=1, groups=2).double()
+    x = torch.randn(5, 4, 7, 9, dtype=torch.float64)
+    d = torch.randn(5, 3, *conv(x).shape[1:], dtype=torch.float64)
+    rows = conv_gradient_rows(conv, x, d).reshape(15, -1)
+    whole = conv_layer_kernel.conv_layer_gram(conv, x, d)
+    monkeypatch.setattr(conv_layer_kernel, "PRODUCT_BLOCK_BYTES", 1)
+    blocks = conv_layer_kernel.conv_layer_gram(conv, x, d)
+    np.testing.assert_allclose(whole, rows @ rows.T, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(blocks, whole, rtol=1e-12, atol=1e-12)
+
+
 def test_the_kernel_of_a_model_in_train_mode_is_its_eval_mode_kernel_and_changes_nothing():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.BatchNorm1d(16), torch.nn.Dropout(0.5),

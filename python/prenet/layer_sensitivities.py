@@ -27,19 +27,22 @@ def _qualifies(module):
                                                     isinstance(module.padding, tuple))
 
 
-def qualifying_layers(model, inputs):
+def qualifying_layers(model, inputs, positions=None):
     """{name: module} of the layers whose kernel share can be factored (see the module's description), found by
-    running the model once on two samples."""
+    running the model once on two samples; `positions`, where given a dict, gets each one's output positions per
+    sample (a convolution's output size; 1 for a linear layer)."""
     import torch
 
     kinds = _factored_kinds()
     calls, dims = {}, {}
+    positions = {} if positions is None else positions
     hooks = []
     for name, module in model.named_modules():
         if _qualifies(module):
             def record(module, args, output, name=name):
                 calls[name] = calls.get(name, 0) + 1
                 dims[name] = args[0].dim() if args and isinstance(args[0], torch.Tensor) else -1
+                positions[name] = output.shape[2:].numel()
             hooks.append(module.register_forward_hook(record))
     try:
         with torch.no_grad():

@@ -8,8 +8,9 @@ jacrev), in chunks of samples so that memory stays bounded, and, when the model 
 product, Weinberger et al. 2009 / Charikar et al. 2002), which never holds a full P-wide Jacobian. Linear
 layers' and convolutions' rows come from their inputs and output sensitivities instead
 (prenet.layer_sensitivities: exact; a linear layer's share is factored, prenet.linear_layer_kernel, at a cost set
-by its width, a convolution's rows are its per-sample weight gradients, prenet.conv_layer_gradients), so only the
-other parameters need a Jacobian.
+by its width; a convolution's share is factored too where it has few output positions for its weights,
+prenet.conv_layer_kernel, and otherwise its rows are its per-sample weight gradients, prenet.conv_layer_gradients),
+so only the other parameters need a Jacobian.
 
 Nested subsets (the first m of the sample) are blocks of the same kernel, used to extrapolate to the full data set;
 eigen-decompositions (for the closed-form MSE curve) are computed on demand.
@@ -178,9 +179,10 @@ def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress
     the Jacobian rows of the model's outputs with respect to its trainable parameters, ordered sample-major
     (row i*K + k is output k of sample i). `factor_layers`: linear layers' and convolutions' rows from their inputs
     and sensitivities (prenet.layer_sensitivities; exact, no Jacobian over their weights), the other parameters'
-    from their Jacobian. Rows other than linear layers' are CountSketch-projected when they cover more than
-    `projection_dim` parameters (the Jacobian's first, in named_parameters order, then the convolutions'). The
-    model is linearised in eval mode (its own modes restored after)."""
+    from their Jacobian. Rows other than linear layers' and the factored convolutions' (prenet.conv_layer_kernel.
+    factoring_pays) are CountSketch-projected when they cover more than `projection_dim` parameters (the
+    Jacobian's first, in named_parameters order, then the convolutions'). The model is linearised in eval mode (its
+    own modes restored after)."""
     with in_mode(model, False):
         return _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_layers)
 
@@ -188,6 +190,7 @@ def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress
 def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_layers):
     import torch
 
+    from .conv_layer_kernel import factoring_pays
     from .layer_sensitivities import qualifying_layers
 
     dtype = dtype or torch.float64
@@ -198,12 +201,17 @@ def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_la
         raise ValueError(f"projection_dim must be a positive integer or None, not {projection_dim!r}")
     if not n_params:
         raise ValueError("the model has no trainable parameters to linearise")
-    layers = qualifying_layers(model, inputs) if factor_layers else {}
+    positions = {}
+    layers = qualifying_layers(model, inputs, positions) if factor_layers else {}
     factored = {f"{name}.{p}" for name, layer in layers.items() for p, v in layer.named_parameters()
                 if v.requires_grad}
     rest = {name: v.numel() for name, v in model.named_parameters() if v.requires_grad and name not in factored}
     rest_params = sum(rest.values())
-    conv_params = sum(v.numel() for layer in layers.values() if not isinstance(layer, torch.nn.Linear)
+    # convolutions whose share is factored (prenet.conv_layer_kernel) where that costs less than their rows
+    gram_convs = {name for name, layer in layers.items() if not isinstance(layer, torch.nn.Linear)
+                  and factoring_pays(layer, len(inputs), f0.shape[1], positions[name])}
+    conv_params = sum(v.numel() for name, layer in layers.items()
+                      if not isinstance(layer, torch.nn.Linear) and name not in gram_convs
                       for v in layer.parameters() if v.requires_grad)
     project = rest_params + conv_params > limit
     # a sketch's estimate is ~1e-2 off: float32's rounding (~1e-7) adds nothing to it, at half the memory traffic
@@ -225,39 +233,42 @@ def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_la
     for block in (jacobian_chunks(model, inputs, dtype, progress, parameters=set(rest)) if rest else ()):
         place(first_row, block.reshape(-1, rest_params), 0)
         first_row += block.shape[0] * block.shape[1]
-    theta = (_factored_layers(model, inputs, dtype, layers, place, rest_params, rows_dtype, progress) if layers
-             else None)
+    theta = (_factored_layers(model, inputs, dtype, layers, gram_convs, place, rest_params, rows_dtype, progress)
+             if layers else None)
     if rest_params + conv_params:
         gram = (explicit @ explicit.T).to(dtype).numpy()
         theta = gram if theta is None else theta + gram
     return theta, f0, n_params, (limit if project else None)
 
 
-def _factored_layers(model, inputs, dtype, layers, place, first_conv_column, rows_dtype, progress):
-    """The linear layers' kernel share (None without any), from their inputs and sensitivities; the convolutions'
-    gradient rows, from theirs, made in `rows_dtype` and given to `place(first row, rows, first column)` a few
-    samples at a time, their columns from `first_conv_column` on. `progress`: a bar over the samples done."""
+def _factored_layers(model, inputs, dtype, layers, gram_convs, place, first_conv_column, rows_dtype, progress):
+    """The kernel share (None without any) of the linear layers and of the convolutions named in `gram_convs`, from
+    their inputs and sensitivities; the other convolutions' gradient rows, from theirs, made in `rows_dtype` and
+    given to `place(first row, rows, first column)` a few samples at a time, their columns from
+    `first_conv_column` on. `progress`: a bar over the samples done."""
     import torch
     from tqdm.auto import tqdm
 
     from .conv_layer_gradients import conv_gradient_rows
+    from .conv_layer_kernel import conv_layer_gram
     from .layer_sensitivities import sensitivity_chunks
     from .linear_layer_kernel import linear_layers_gram
 
     trainable, frozen = _state(model, dtype)
     x = inputs.to(dtype) if torch.is_floating_point(inputs) else inputs
     linear = {name: layer for name, layer in layers.items() if isinstance(layer, torch.nn.Linear)}
-    convs = {name: layer for name, layer in layers.items() if name not in linear}
-    linear_inputs, linear_sensitivities = {name: [] for name in linear}, {name: [] for name in linear}
+    row_convs = {name: layer for name, layer in layers.items() if name not in linear and name not in gram_convs}
+    kept = [*linear, *gram_convs]  # layers whose inputs and sensitivities are kept for their share at the end
+    kept_inputs, kept_sensitivities = {name: [] for name in kept}, {name: [] for name in kept}
     first_sample, explicit_itemsize = 0, torch.empty(0, dtype=rows_dtype).element_size()
     bar = tqdm(total=len(x), desc="Layer sensitivities and rows", unit="sample", disable=not progress)
     for layer_inputs, sensitivities in sensitivity_chunks(model, {**trainable, **frozen}, x, layers, CHUNK_BYTES):
-        for name in linear:
-            linear_inputs[name].append(layer_inputs[name])
-            linear_sensitivities[name].append(sensitivities[name])
+        for name in kept:
+            kept_inputs[name].append(layer_inputs[name])
+            kept_sensitivities[name].append(sensitivities[name])
         samples = len(next(iter(sensitivities.values())))
         column = first_conv_column
-        for name, layer in convs.items():
+        for name, layer in row_convs.items():
             row_bytes = sensitivities[name].shape[1] * layer.weight.numel() * explicit_itemsize
             block = max(1, CONV_BLOCK_BYTES // row_bytes)
             for start in range(0, samples, block):
@@ -269,10 +280,13 @@ def _factored_layers(model, inputs, dtype, layers, place, first_conv_column, row
         first_sample += samples
         bar.update(samples)
     bar.close()
-    if not linear:
-        return None
-    return linear_layers_gram(linear, {k: torch.cat(v) for k, v in linear_inputs.items()},
-                              {k: torch.cat(v) for k, v in linear_sensitivities.items()})
+    kept_inputs = {name: torch.cat(v) for name, v in kept_inputs.items()}
+    kept_sensitivities = {name: torch.cat(v) for name, v in kept_sensitivities.items()}
+    shares = [conv_layer_gram(layers[name], kept_inputs[name], kept_sensitivities[name]).numpy()
+              for name in gram_convs]
+    if linear:
+        shares.append(linear_layers_gram(linear, kept_inputs, kept_sensitivities))
+    return sum(shares) if shares else None
 
 
 def tangent_kernel(model, inputs, projection_dim=None, seed=0, dtype=None, progress=False):

@@ -1,0 +1,79 @@
+"""The tangent kernel's share of a convolution, from its input patches and output sensitivities, never forming its
+per-sample weight gradients.
+
+A convolution's gradient for output k of sample i is, per group g, sum_p d_ikg(p) u_ig(p)^T (prenet.conv_layer_
+gradients: d the sensitivity at output position p, u the input patch under it). Inner products of two such sums
+factor as for a linear layer (Novak et al., "Fast Finite Width Neural Tangent Kernel", 2022, structured
+derivatives), over pairs of positions:
+    <J_W(i,k), J_W(j,l)> = sum_g sum_p,q (d_ikg(p) . d_jlg(q)) (u_ig(p) . u_jg(q)),
+and the bias adds sum_p,q d_ik(p) . d_jl(q), a 1 added to every patch product. That costs about
+(samples x outputs x positions)^2 x the output channels, against samples x outputs x positions x the weights for
+forming the rows (and then sketching them): so it pays for layers of few positions and many weights, the last
+stages of a CNN, where most of its weights are (factoring_pays).
+"""
+from .conv_layer_gradients import _as_2d
+
+# Bytes of one block of sensitivity products (samples x outputs x positions, squared) made at once.
+PRODUCT_BLOCK_BYTES = 64 * 2 ** 20
+
+
+def _gram_work(module, samples, outputs, positions):
+    """Multiply-adds of the layer's factored share: per group, the sensitivities' products (samples x outputs x
+    positions, squared, x the group's output channels), the patches' (samples x positions, squared, x the
+    group's patch length) and the sum over pairs of positions (samples x outputs, squared, x positions squared)."""
+    groups = module.groups
+    patch = module.weight[0].numel()  # in channels / groups x kernel
+    per_group = module.out_channels // groups
+    return groups * ((samples * outputs * positions) ** 2 * per_group + (samples * positions) ** 2 * patch
+                     + (samples * outputs * positions) ** 2)
+
+
+def _rows_work(module, samples, outputs, positions):
+    """Multiply-adds of forming the layer's gradient rows (conv_layer_gradients: samples x outputs x positions x
+    the weights) and one pass more over them (sketched or copied into the rows of the Gram product; that product's
+    share, on rows sketched to a fixed width, is left out)."""
+    weights = sum(p.numel() for p in module.parameters() if p.requires_grad)
+    return samples * outputs * weights * (positions + 1)
+
+
+def factoring_pays(module, samples, outputs, positions):
+    """Whether the factored share of a convolution with `positions` output positions costs less than its gradient
+    rows, on `samples` samples of `outputs` outputs."""
+    return _gram_work(module, samples, outputs, positions) < _rows_work(module, samples, outputs, positions)
+
+
+def conv_layer_gram(module, layer_input, sensitivity):
+    """The (n*K x n*K) kernel share, sample-major, of a Conv1d or Conv2d given its input (n, in channels, *size) and
+    the outputs' sensitivities (n, K, out channels, *output size)."""
+    import torch
+
+    x, d, kernel, dilation, padding, stride = _as_2d(module, layer_input, sensitivity)
+    samples, outputs, channels = d.shape[:3]
+    groups = module.groups
+    patches = torch.nn.functional.unfold(x, kernel, dilation=dilation, padding=padding, stride=stride)
+    positions = patches.shape[-1]
+    # (g, n * P, in/g * kernel) and (g, n * K * P, out/g), rows sample-major
+    patches = patches.reshape(samples, groups, -1, positions).permute(1, 0, 3, 2).reshape(groups, samples * positions,
+                                                                                           -1)
+    d = d.reshape(samples, outputs, groups, channels // groups, positions).permute(2, 0, 1, 4, 3)
+    d = d.reshape(groups, samples * outputs * positions, -1)
+    bias = module.bias is not None and module.bias.requires_grad
+    gram = torch.zeros(samples * outputs, samples * outputs, dtype=d.dtype)
+    rows = outputs * positions  # sensitivity rows of one sample
+    # samples a side of a block, its products (groups x (samples x rows)^2) within PRODUCT_BLOCK_BYTES
+    block = max(1, int((PRODUCT_BLOCK_BYTES / (groups * d.element_size())) ** 0.5) // rows)
+    for i in range(0, samples, block):
+        a = min(block, samples - i)
+        for j in range(i, samples, block):  # the blocks on and above the diagonal; those below mirror them
+            b = min(block, samples - j)
+            products = torch.bmm(d[:, i * rows:(i + a) * rows], d[:, j * rows:(j + b) * rows].transpose(1, 2))
+            inputs = torch.bmm(patches[:, i * positions:(i + a) * positions],
+                               patches[:, j * positions:(j + b) * positions].transpose(1, 2))
+            if bias:
+                inputs += 1.0
+            products = products.reshape(groups, a, outputs, positions, b, outputs, positions)
+            inputs = inputs.reshape(groups, a, 1, positions, b, 1, positions)
+            share = (products * inputs).sum(dim=(0, 3, 6)).reshape(a * outputs, b * outputs)
+            gram[i * outputs:(i + a) * outputs, j * outputs:(j + b) * outputs] = share
+            gram[j * outputs:(j + b) * outputs, i * outputs:(i + a) * outputs] = share.T
+    return gram

@@ -3,31 +3,33 @@
 
 For two MLPs on 64 inputs and 10 classes (the validation's, and one of 1.1M parameters) and a CNN on 8x8 images
 (bench/validate_steps.py --model cnn --hidden 32's), the kernel on 256 samples (predict_steps' default subset and
-projection), in float64 as predict_steps computes it, is timed two ways: as prenet.tangent_kernel.gram_matrix
-computes it now (linear layers factored from their inputs and sensitivities, prenet.linear_layer_kernel, and
-convolutions' rows from theirs, prenet.conv_layer_gradients) and by the explicit Jacobian it used before (per-sample
-Jacobians with vmap(jacrev), the CountSketch projection where parameters exceed projection_dim, the Gram product,
-each part timed), beside one SGD step (momentum 0.9, batch 32, float32) of the same network; "steps" columns say
-how many training steps cost as much as each kernel.
+projection), in float64 as predict_steps computes it (float32 where it is sketched), is timed two ways: as
+prenet.tangent_kernel.gram_matrix computes it now (linear layers factored from their inputs and sensitivities,
+prenet.linear_layer_kernel, and convolutions' rows from theirs, prenet.conv_layer_gradients) and by the explicit
+Jacobian it used before (per-sample Jacobians with vmap(jacrev), the CountSketch projection where parameters exceed
+projection_dim, the Gram product, each part timed), beside one SGD step (momentum 0.9, batch 32, float32) of the
+same network; "steps" columns say how many training steps cost as much as each kernel.
 
 Then torchvision's ResNet-18 (10 classes, 32 px images, 11M parameters, too large for the explicit path) on
 RESNET_SAMPLES samples: the kernel as gram_matrix computes it (each convolution's share factored over pairs of
-positions where that costs less than its rows, prenet.conv_layer_kernel) against every convolution's rows made and
-sketched (conv_layer_kernel.factoring_pays off), with the relative (Frobenius) difference of the two kernels, which
-the sketch's noise sets.
+positions where that costs less than its rows, prenet.conv_layer_kernel; batch norms' rows from their
+sensitivities, prenet.norm_layer_gradients) against the path before 2026-11-27 (every convolution's rows made and
+sketched, batch norms through their Jacobian: earlier_path), with the relative (Frobenius) difference of the two
+kernels, which the sketch's noise sets; and on the fewest samples each one's error against the exact kernel (every
+convolution's share factored, nothing sketched).
 
-Run:  .venv/bin/python bench/tangent_kernel_cost.py [--out FILE]   (about 4 minutes; torch's default threads)
+Run:  .venv/bin/python bench/tangent_kernel_cost.py [--out FILE]   (about 5 minutes; torch's default threads)
 Writes bench/results/tangent_kernel_cost.md by default.
 """
 import argparse
+import contextlib
 import time
 
 import numpy as np
 import torch
 import torchvision
 
-from prenet import conv_layer_kernel, tangent_kernel
-from prenet.layer_sensitivities import qualifying_layers
+from prenet import conv_layer_kernel, layer_sensitivities, tangent_kernel
 from report import RESULTS, write_report
 from validate_steps import network
 
@@ -68,29 +70,47 @@ def factored_s(model, inputs):
     return time.perf_counter() - started
 
 
-def resnet_rows(samples):
-    """A markdown row: ResNet-18's kernel on `samples` samples, as gram_matrix computes it and with every
-    convolution as rows."""
+@contextlib.contextmanager
+def earlier_path():
+    """gram_matrix as before 2026-11-27 within the block: no convolution's share factored, and only linear layers
+    and convolutions taking their rows from their sensitivities (norms through their Jacobian)."""
+    pays, kinds = conv_layer_kernel.factoring_pays, layer_sensitivities._factored_kinds
+    conv_layer_kernel.factoring_pays = lambda *arguments: False
+    layer_sensitivities._factored_kinds = lambda: {torch.nn.Linear: {2}, torch.nn.Conv1d: {3}, torch.nn.Conv2d: {4}}
+    try:
+        yield
+    finally:
+        conv_layer_kernel.factoring_pays, layer_sensitivities._factored_kinds = pays, kinds
+
+
+def resnet_rows(samples, exact=False):
+    """A markdown row: ResNet-18's kernel on `samples` samples, as gram_matrix computes it and by earlier_path;
+    with `exact`, each one's relative error against the exact kernel."""
     model, inputs = torchvision.models.resnet18(num_classes=10), torch.randn(samples, 3, 32, 32)
     positions = {}
-    layers = qualifying_layers(model, inputs, positions)
+    layers = layer_sensitivities.qualifying_layers(model.eval(), inputs, positions)
     convs = [name for name, layer in layers.items() if isinstance(layer, torch.nn.Conv2d)]
     chosen = [name for name in convs if conv_layer_kernel.factoring_pays(layers[name], samples, 10, positions[name])]
     weights = sum(p.numel() for name in chosen for p in layers[name].parameters())
     started = time.perf_counter()
-    factored = tangent_kernel.gram_matrix(model, inputs)[0]
-    factored_s = time.perf_counter() - started
-    pays = conv_layer_kernel.factoring_pays
-    conv_layer_kernel.factoring_pays = lambda *arguments: False
-    try:
+    now = tangent_kernel.gram_matrix(model, inputs)[0]
+    now_s = time.perf_counter() - started
+    with earlier_path():
         started = time.perf_counter()
-        rows = tangent_kernel.gram_matrix(model, inputs)[0]
-        rows_s = time.perf_counter() - started
-    finally:
-        conv_layer_kernel.factoring_pays = pays
-    difference = np.linalg.norm(factored - rows) / np.linalg.norm(rows)
-    return (f"| {samples} | {len(chosen)} of {len(convs)} ({weights:,} weights) | {factored_s:.1f} | {rows_s:.1f} | "
-            f"{rows_s / factored_s:.1f}x | {difference:.1%} |")
+        before = tangent_kernel.gram_matrix(model, inputs)[0]
+        before_s = time.perf_counter() - started
+    difference = np.linalg.norm(now - before) / np.linalg.norm(before)
+    errors = "- | - |"
+    if exact:
+        pays = conv_layer_kernel.factoring_pays
+        conv_layer_kernel.factoring_pays = lambda *arguments: True
+        try:
+            truth = tangent_kernel.gram_matrix(model, inputs)[0]
+        finally:
+            conv_layer_kernel.factoring_pays = pays
+        errors = " | ".join(f"{np.linalg.norm(k - truth) / np.linalg.norm(truth):.1%}" for k in (now, before)) + " |"
+    return (f"| {samples} | {len(chosen)} of {len(convs)} ({weights:,} weights) | {now_s:.1f} | {before_s:.1f} | "
+            f"{before_s / now_s:.1f}x | {difference:.1%} | {errors}")
 
 
 def training_step_s(model, shape):
@@ -112,8 +132,8 @@ def main():
     lines = ["# What the tangent kernel costs, against training steps", "",
              f"`.venv/bin/python bench/tangent_kernel_cost.py` ({time.strftime('%Y-%m-%d')}; torch "
              f"{torch.__version__}, {torch.get_num_threads()} thread(s)). Kernel on {SAMPLES} samples x 10 outputs "
-             f"in float64; explicit: CountSketch to {PROJECTION} columns where parameters exceed it; SGD step at "
-             f"batch {BATCH}.", "",
+             f"in float64 (float32 where sketched); explicit: CountSketch to {PROJECTION} columns where parameters "
+             f"exceed it; SGD step at batch {BATCH}.", "",
              "| network | parameters | training step ms | factored kernel s | steps | explicit: Jacobian s | "
              "projection s | Gram s | explicit kernel s | steps |", "|---|---|---|---|---|---|---|---|---|---|"]
     cnn, cnn_name = network("cnn", 32)
@@ -130,10 +150,10 @@ def main():
         print(lines[-1], flush=True)
     lines += ["", f"torchvision's ResNet-18 (10 classes, 32 px images), kernel on n samples x 10 outputs, "
               f"CountSketch to {PROJECTION} columns:", "",
-              "| n | convolutions factored | kernel s | every convolution as rows s | saving | kernels differ by |",
-              "|---|---|---|---|---|---|"]
+              "| n | convolutions factored | kernel s | before 2026-11-27 s | saving | kernels differ by | "
+              "error now | error before |", "|---|---|---|---|---|---|---|---|"]
     for samples in RESNET_SAMPLES:
-        lines.append(resnet_rows(samples))
+        lines.append(resnet_rows(samples, exact=samples == RESNET_SAMPLES[0]))
         print(lines[-1], flush=True)
     text = "\n".join(lines) + "\n"
     write_report(args.out, text)

@@ -257,12 +257,12 @@ class Conv1dNet(torch.nn.Module):
 
 
 @pytest.mark.parametrize("build, shape, factored", [
-    (lambda: small_cnn(kernel_size=3, padding=1), (2, 7, 6), {"0", "2", "5"}),
+    (lambda: small_cnn(kernel_size=3, padding=1), (2, 7, 6), {"0", "2", "3", "5"}),
     (lambda: small_cnn(kernel_size=(3, 2), stride=(2, 1), padding=(0, 1), dilation=(1, 2), bias=False), (2, 7, 6),
-     {"0", "2", "5"}),
-    (lambda: small_cnn(kernel_size=3, groups=2), (2, 7, 6), {"0", "2", "5"}),
-    (lambda: small_cnn(kernel_size=3, padding="same"), (2, 7, 6), {"2", "5"}),  # 'same': its Jacobian
-    (lambda: small_cnn(kernel_size=3, padding=1, padding_mode="reflect"), (2, 7, 6), {"2", "5"}),
+     {"0", "2", "3", "5"}),
+    (lambda: small_cnn(kernel_size=3, groups=2), (2, 7, 6), {"0", "2", "3", "5"}),
+    (lambda: small_cnn(kernel_size=3, padding="same"), (2, 7, 6), {"2", "3", "5"}),  # 'same': its Jacobian
+    (lambda: small_cnn(kernel_size=3, padding=1, padding_mode="reflect"), (2, 7, 6), {"2", "3", "5"}),
     (Conv1dNet, (3, 11), {"conv", "head"}),
 ], ids=["conv2d", "strided-dilated-no-bias", "groups", "same-padding", "reflect-padding", "conv1d-grouped"])
 def test_convolutions_rows_from_their_sensitivities_give_the_exact_kernel(build, shape, factored):
@@ -289,9 +289,66 @@ def test_the_kernel_shows_its_progress_when_asked(capsys):
     assert capsys.readouterr().err == ""
 
 
-def test_convolution_rows_are_sketched_after_the_jacobians_columns():
+class NormsNet(torch.nn.Module):
+    """Linear layers around a norm of (samples, length, width) activations."""
+    def __init__(self, norm):
+        super().__init__()
+        self.embed, self.norm, self.head = torch.nn.Linear(3, 4), norm, torch.nn.Linear(4, 3)
+
+    def forward(self, x):  # x: (samples, 5, 3)
+        z = self.embed(x.reshape(-1, 3)).reshape(x.shape[0], 5, 4)
+        if isinstance(self.norm, torch.nn.BatchNorm1d):
+            z = self.norm(z.transpose(1, 2)).transpose(1, 2)  # channels second
+        else:
+            z = self.norm(z)
+        return self.head(torch.tanh(z).mean(1))
+
+
+def with_statistics(norm):
+    """`norm` with running statistics unlike a batch's, so that normalising by them shows."""
+    norm.running_mean.normal_()
+    norm.running_var.uniform_(0.5, 2.0)
+    return norm
+
+
+@pytest.mark.parametrize("norm, factored", [
+    (torch.nn.LayerNorm(4), True),
+    (torch.nn.LayerNorm((5, 4)), True),
+    (with_statistics(torch.nn.BatchNorm1d(4)), True),
+    (torch.nn.BatchNorm1d(4, affine=False), False),                  # nothing to train
+], ids=["layer-norm", "layer-norm-two-dims", "batch-norm-3d-input", "batch-norm-no-affine"])
+def test_norms_scales_from_their_sensitivities_give_the_exact_kernel(norm, factored):
+    from prenet.layer_sensitivities import qualifying_layers
+
     torch.manual_seed(0)
-    model = small_cnn(kernel_size=3, padding=1).eval()
+    model = NormsNet(norm).eval()
+    if model.norm.weight is not None:  # a scale other than 1, so that leaving it out of a row shows
+        with torch.no_grad():
+            model.norm.weight.uniform_(0.5, 1.5)
+    inputs = torch.randn(7, 5, 3)
+    assert ("norm" in qualifying_layers(model, inputs)) == factored
+    fast, f0, _, projected = gram_matrix(model, inputs)
+    explicit, f0_explicit, _, _ = gram_matrix(model, inputs, factor_layers=False)
+    assert projected is None
+    np.testing.assert_allclose(fast, explicit, rtol=1e-10, atol=1e-12 * np.abs(explicit).max())
+    np.testing.assert_array_equal(f0, f0_explicit)
+
+
+def test_a_batch_norm_of_the_batchs_statistics_and_a_layer_of_folded_samples_are_not_factored():
+    """A batch norm without running statistics normalises by the batch's even in eval mode, and the embedding layer
+    of NormsNet sees samples x positions folded into its first dimension: neither has per-sample rows of its own
+    input, so both go through the Jacobian."""
+    from prenet.layer_sensitivities import qualifying_layers
+
+    model = NormsNet(torch.nn.BatchNorm1d(4, track_running_stats=False)).eval()
+    assert set(qualifying_layers(model, torch.randn(7, 5, 3))) == {"head"}
+
+
+def test_convolution_and_norm_rows_are_sketched_after_the_jacobians_columns():
+    """The reflect-padded convolution's weights go through the Jacobian; the 1x1 convolution's and the batch norm's
+    rows follow, in the order the forward pass calls them."""
+    torch.manual_seed(0)
+    model = small_cnn(kernel_size=3, padding=1, padding_mode="reflect").eval()
     inputs = torch.randn(6, 2, 7, 6)
     sketched, _, parameters, projected = gram_matrix(model, inputs, projection_dim=40, seed=3)
     assert projected == 40
@@ -299,8 +356,8 @@ def test_convolution_rows_are_sketched_after_the_jacobians_columns():
     jacobian = torch.cat([b.reshape(-1, parameters) for b in jacobian_chunks(model, inputs)])
     columns = dict(zip([name for name, _ in named], jacobian.split([count for _, count in named], dim=1)))
     linear = torch.cat([columns["5.weight"], columns["5.bias"]], dim=1)                  # exact, factored
-    explicit = torch.cat([columns[k] for k in ("3.weight", "3.bias",                      # the Jacobian's
-                                               "0.weight", "0.bias", "2.weight", "2.bias")], dim=1)
+    explicit = torch.cat([columns[k] for k in ("0.weight", "0.bias",                      # the Jacobian's
+                                               "2.weight", "2.bias", "3.weight", "3.bias")], dim=1)
     generator = torch.Generator().manual_seed(3)
     bucket = torch.randint(0, 40, (explicit.shape[1],), generator=generator)
     sign = torch.randint(0, 2, (explicit.shape[1],), generator=generator).double() * 2 - 1

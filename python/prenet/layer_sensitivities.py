@@ -3,37 +3,52 @@
 For a layer z = layer(a; W), the derivative of the model's output k for sample i with respect to W depends only on
 the layer's input a_i and its sensitivity d_ik = df_k/dz (at sample i): an outer product for a linear layer
 (prenet.linear_layer_kernel), a sum of outer products over output positions for a convolution
-(prenet.conv_layer_gradients). So such a layer's Jacobian rows never need a Jacobian over its weights.
+(prenet.conv_layer_gradients, prenet.conv_layer_kernel), a sum over the broadcast dimensions of the normalised input
+times the sensitivity for a batch or layer norm's scale (prenet.norm_layer_gradients). So such a layer's Jacobian
+rows never need a Jacobian over its weights.
 
 The sensitivities are the Jacobian of the outputs with respect to a zero added to each layer's output (functorch's
-vmap of jacrev, as for parameters). A layer qualifies when it is one of FACTORED_KINDS with a trainable weight, run
-once per forward pass on a batched input; any other parameter is left to the explicit Jacobian
-(prenet.tangent_kernel).
+vmap of jacrev, as for parameters). A layer qualifies when it is one of the factored kinds (_factored_kinds) with a
+trainable weight, run once per forward pass on a batched input; any other parameter is left to the explicit
+Jacobian (prenet.tangent_kernel).
 """
 
 
 def _factored_kinds():
-    """{module class: dimensions of its batched input} of the kinds whose share is factored."""
+    """{module class: the dimensions of its batched input, or None for a layer norm (more than its normalised
+    shape has)} of the kinds whose share is factored."""
     import torch
 
-    return {torch.nn.Linear: 2, torch.nn.Conv1d: 3, torch.nn.Conv2d: 4}
+    return {torch.nn.Linear: {2}, torch.nn.Conv1d: {3}, torch.nn.Conv2d: {4}, torch.nn.BatchNorm1d: {2, 3},
+            torch.nn.BatchNorm2d: {4}, torch.nn.BatchNorm3d: {5}, torch.nn.LayerNorm: None}
 
 
 def _qualifies(module):
-    """Whether the module's kind is factored and its form is one prenet.conv_layer_gradients unfolds."""
-    if type(module) not in _factored_kinds() or not module.weight.requires_grad:
+    """Whether the module's kind is factored and its form is one the factored shares take: a convolution that
+    prenet.conv_layer_gradients unfolds, a batch norm with the running statistics eval mode normalises by, a norm
+    with a scale (affine)."""
+    if type(module) not in _factored_kinds() or getattr(module, "weight", None) is None or \
+            not module.weight.requires_grad:
         return False
+    if hasattr(module, "running_mean"):
+        return module.running_mean is not None
     return not hasattr(module, "padding_mode") or (module.padding_mode == "zeros" and
                                                     isinstance(module.padding, tuple))
 
 
+def _batched(module, dims):
+    """Whether an input of `dims` dimensions is a batch of the module's samples."""
+    expected = _factored_kinds()[type(module)]
+    return dims > len(module.normalized_shape) if expected is None else dims in expected
+
+
 def qualifying_layers(model, inputs, positions=None):
     """{name: module} of the layers whose kernel share can be factored (see the module's description), found by
-    running the model once on two samples; `positions`, where given a dict, gets each one's output positions per
-    sample (a convolution's output size; 1 for a linear layer)."""
+    running the model once on two samples (a layer qualifies where its input's first dimension is theirs);
+    `positions`, where given a dict, gets each one's output positions per sample (a convolution's output size; 1
+    for a linear layer)."""
     import torch
 
-    kinds = _factored_kinds()
     calls, dims = {}, {}
     positions = {} if positions is None else positions
     hooks = []
@@ -41,17 +56,21 @@ def qualifying_layers(model, inputs, positions=None):
         if _qualifies(module):
             def record(module, args, output, name=name):
                 calls[name] = calls.get(name, 0) + 1
-                dims[name] = args[0].dim() if args and isinstance(args[0], torch.Tensor) else -1
+                # its input's dimensions, where its first is the samples' (not, say, samples x positions folded)
+                batched = args and isinstance(args[0], torch.Tensor) and args[0].dim() and \
+                    args[0].shape[0] == len(probe)
+                dims[name] = args[0].dim() if batched else -1
                 positions[name] = output.shape[2:].numel()
             hooks.append(module.register_forward_hook(record))
+    probe = inputs[:2]
     try:
         with torch.no_grad():
-            model(inputs[:2])
+            model(probe)
     finally:
         for hook in hooks:
             hook.remove()
     modules = dict(model.named_modules())
-    return {name: modules[name] for name in calls if calls[name] == 1 and dims[name] == kinds[type(modules[name])]}
+    return {name: modules[name] for name in calls if calls[name] == 1 and _batched(modules[name], dims[name])}
 
 
 def sensitivity_chunks(model, state, inputs, layers, chunk_bytes):

@@ -6,11 +6,12 @@ per-output Jacobian rows (n*K x n*K for K outputs). This module computes Theta w
 jacrev), in chunks of samples so that memory stays bounded, and, when the model has more parameters than
 `projection_dim`, on a CountSketch random projection of the Jacobian rows (an unbiased estimate of every inner
 product, Weinberger et al. 2009 / Charikar et al. 2002), which never holds a full P-wide Jacobian. Linear
-layers' and convolutions' rows come from their inputs and output sensitivities instead
+layers', convolutions' and norms' rows come from their inputs and output sensitivities instead
 (prenet.layer_sensitivities: exact; a linear layer's share is factored, prenet.linear_layer_kernel, at a cost set
 by its width; a convolution's share is factored too where it has few output positions for its weights,
-prenet.conv_layer_kernel, and otherwise its rows are its per-sample weight gradients, prenet.conv_layer_gradients),
-so only the other parameters need a Jacobian.
+prenet.conv_layer_kernel, and otherwise its rows are its per-sample weight gradients, prenet.conv_layer_gradients;
+a batch or layer norm's rows are sums of its sensitivities, prenet.norm_layer_gradients), so only the other
+parameters need a Jacobian.
 
 Nested subsets (the first m of the sample) are blocks of the same kernel, used to extrapolate to the full data set;
 eigen-decompositions (for the closed-form MSE curve) are computed on demand.
@@ -177,12 +178,12 @@ class CountSketch:
 def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress=False, factor_layers=True):
     """(Theta, f0, parameters, projected_dim) for `inputs` (n samples): Theta is the (n*K x n*K) Gram matrix of
     the Jacobian rows of the model's outputs with respect to its trainable parameters, ordered sample-major
-    (row i*K + k is output k of sample i). `factor_layers`: linear layers' and convolutions' rows from their inputs
-    and sensitivities (prenet.layer_sensitivities; exact, no Jacobian over their weights), the other parameters'
-    from their Jacobian. Rows other than linear layers' and the factored convolutions' (prenet.conv_layer_kernel.
-    factoring_pays) are CountSketch-projected when they cover more than `projection_dim` parameters (the
-    Jacobian's first, in named_parameters order, then the convolutions'). The model is linearised in eval mode (its
-    own modes restored after)."""
+    (row i*K + k is output k of sample i). `factor_layers`: linear layers', convolutions' and norms' rows from their
+    inputs and sensitivities (prenet.layer_sensitivities; exact, no Jacobian over their weights), the other
+    parameters' from their Jacobian. Rows other than linear layers' and the factored convolutions'
+    (prenet.conv_layer_kernel.factoring_pays) are CountSketch-projected when they cover more than `projection_dim`
+    parameters (the Jacobian's first, in named_parameters order, then the convolutions' and norms', in the order
+    the forward pass calls them). The model is linearised in eval mode (its own modes restored after)."""
     with in_mode(model, False):
         return _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_layers)
 
@@ -208,13 +209,16 @@ def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_la
     rest = {name: v.numel() for name, v in model.named_parameters() if v.requires_grad and name not in factored}
     rest_params = sum(rest.values())
     # convolutions whose share is factored (prenet.conv_layer_kernel) where that costs less than their rows
-    gram_convs = {name for name, layer in layers.items() if not isinstance(layer, torch.nn.Linear)
+    gram_convs = {name for name, layer in layers.items() if isinstance(layer, (torch.nn.Conv1d, torch.nn.Conv2d))
                   and factoring_pays(layer, len(inputs), f0.shape[1], positions[name])}
+    # the other convolutions' and the norms' weights: gradient rows from their sensitivities (_factored_layers)
     conv_params = sum(v.numel() for name, layer in layers.items()
                       if not isinstance(layer, torch.nn.Linear) and name not in gram_convs
                       for v in layer.parameters() if v.requires_grad)
     project = rest_params + conv_params > limit
-    # a sketch's estimate is ~1e-2 off: float32's rounding (~1e-7) adds nothing to it, at half the memory traffic
+    # a sketch's estimate is ~1e-2 off: float32's rounding (~1e-7) adds nothing to it, at half the memory traffic;
+    # so then the Jacobian and the sensitivities are taken in float32 too, the exact shares with them (ResNet-18's
+    # kernel on 64 samples of 32 px: half the time, 1.5e-7 from float64's, ad hoc)
     rows_dtype = torch.float32 if project else dtype
     sketch = CountSketch(rest_params + conv_params, limit, seed, rows_dtype) if project else None
     # Jacobian rows of the parameters not factored exactly: the Jacobian's (columns from 0), then the convolutions'
@@ -230,10 +234,10 @@ def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_la
             explicit[first_row + start:first_row + start + len(piece)] += sketch.project(piece, first_column)
 
     first_row = 0
-    for block in (jacobian_chunks(model, inputs, dtype, progress, parameters=set(rest)) if rest else ()):
+    for block in (jacobian_chunks(model, inputs, rows_dtype, progress, parameters=set(rest)) if rest else ()):
         place(first_row, block.reshape(-1, rest_params), 0)
         first_row += block.shape[0] * block.shape[1]
-    theta = (_factored_layers(model, inputs, dtype, layers, gram_convs, place, rest_params, rows_dtype, progress)
+    theta = (_factored_layers(model, inputs, rows_dtype, layers, gram_convs, place, rest_params, rows_dtype, progress)
              if layers else None)
     if rest_params + conv_params:
         gram = (explicit @ explicit.T).to(dtype).numpy()
@@ -243,8 +247,8 @@ def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_la
 
 def _factored_layers(model, inputs, dtype, layers, gram_convs, place, first_conv_column, rows_dtype, progress):
     """The kernel share (None without any) of the linear layers and of the convolutions named in `gram_convs`, from
-    their inputs and sensitivities; the other convolutions' gradient rows, from theirs, made in `rows_dtype` and
-    given to `place(first row, rows, first column)` a few samples at a time, their columns from
+    their inputs and sensitivities; the gradient rows of the other convolutions and of the norms, from theirs, made
+    in `rows_dtype` and given to `place(first row, rows, first column)` a few samples at a time, their columns from
     `first_conv_column` on. `progress`: a bar over the samples done."""
     import torch
     from tqdm.auto import tqdm
@@ -253,11 +257,13 @@ def _factored_layers(model, inputs, dtype, layers, gram_convs, place, first_conv
     from .conv_layer_kernel import conv_layer_gram
     from .layer_sensitivities import sensitivity_chunks
     from .linear_layer_kernel import linear_layers_gram
+    from .norm_layer_gradients import norm_gradient_rows
 
     trainable, frozen = _state(model, dtype)
     x = inputs.to(dtype) if torch.is_floating_point(inputs) else inputs
     linear = {name: layer for name, layer in layers.items() if isinstance(layer, torch.nn.Linear)}
-    row_convs = {name: layer for name, layer in layers.items() if name not in linear and name not in gram_convs}
+    rows_of = {name: conv_gradient_rows if isinstance(layer, (torch.nn.Conv1d, torch.nn.Conv2d)) else
+               norm_gradient_rows for name, layer in layers.items() if name not in linear and name not in gram_convs}
     kept = [*linear, *gram_convs]  # layers whose inputs and sensitivities are kept for their share at the end
     kept_inputs, kept_sensitivities = {name: [] for name in kept}, {name: [] for name in kept}
     first_sample, explicit_itemsize = 0, torch.empty(0, dtype=rows_dtype).element_size()
@@ -268,13 +274,14 @@ def _factored_layers(model, inputs, dtype, layers, gram_convs, place, first_conv
             kept_sensitivities[name].append(sensitivities[name])
         samples = len(next(iter(sensitivities.values())))
         column = first_conv_column
-        for name, layer in row_convs.items():
+        for name, gradient_rows in rows_of.items():
+            layer = layers[name]
             row_bytes = sensitivities[name].shape[1] * layer.weight.numel() * explicit_itemsize
             block = max(1, CONV_BLOCK_BYTES // row_bytes)
             for start in range(0, samples, block):
                 part = slice(start, start + block)
-                rows = conv_gradient_rows(layer, layer_inputs[name][part].to(rows_dtype),
-                                          sensitivities[name][part].to(rows_dtype))
+                rows = gradient_rows(layer, layer_inputs[name][part].to(rows_dtype),
+                                     sensitivities[name][part].to(rows_dtype))
                 place((first_sample + start) * rows.shape[1], rows.reshape(-1, rows.shape[2]), column)
             column += rows.shape[2]
         first_sample += samples

@@ -11,7 +11,7 @@ kernel...), then the bias, as the module's parameters are named.
 """
 
 
-def _as_2d(module, layer_input, sensitivity):
+def as_two_dimensional(module, layer_input, sensitivity):
     """(input, sensitivity, kernel size, dilation, padding, stride) with a 1-d convolution's made 2-d (height 1)."""
     if layer_input.dim() == 4:
         return layer_input, sensitivity, module.kernel_size, module.dilation, module.padding, module.stride
@@ -25,7 +25,7 @@ def conv_gradient_rows(module, layer_input, sensitivity):
     (samples, K, out channels, *output size)."""
     import torch
 
-    x, d, kernel, dilation, padding, stride = _as_2d(module, layer_input, sensitivity)
+    x, d, kernel, dilation, padding, stride = as_two_dimensional(module, layer_input, sensitivity)
     samples, outputs, channels = d.shape[:3]
     groups = module.groups
     patches = torch.nn.functional.unfold(x, kernel, dilation=dilation, padding=padding, stride=stride)

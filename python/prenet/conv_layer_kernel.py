@@ -11,7 +11,7 @@ and the bias adds sum_p,q d_ik(p) . d_jl(q), a 1 added to every patch product. T
 forming the rows (and then sketching them): so it pays for layers of few positions and many weights, the last
 stages of a CNN, where most of its weights are (factoring_pays).
 """
-from .conv_layer_gradients import _as_2d
+from .conv_layer_gradients import as_two_dimensional
 
 # Bytes of one block of sensitivity products (samples x outputs x positions, squared) made at once.
 PRODUCT_BLOCK_BYTES = 64 * 2 ** 20
@@ -47,7 +47,7 @@ def conv_layer_gram(module, layer_input, sensitivity):
     the outputs' sensitivities (n, K, out channels, *output size)."""
     import torch
 
-    x, d, kernel, dilation, padding, stride = _as_2d(module, layer_input, sensitivity)
+    x, d, kernel, dilation, padding, stride = as_two_dimensional(module, layer_input, sensitivity)
     samples, outputs, channels = d.shape[:3]
     groups = module.groups
     patches = torch.nn.functional.unfold(x, kernel, dilation=dilation, padding=padding, stride=stride)

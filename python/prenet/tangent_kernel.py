@@ -212,18 +212,18 @@ def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_la
     gram_convs = {name for name, layer in layers.items() if isinstance(layer, (torch.nn.Conv1d, torch.nn.Conv2d))
                   and factoring_pays(layer, len(inputs), f0.shape[1], positions[name])}
     # the other convolutions' and the norms' weights: gradient rows from their sensitivities (_factored_layers)
-    conv_params = sum(v.numel() for name, layer in layers.items()
-                      if not isinstance(layer, torch.nn.Linear) and name not in gram_convs
-                      for v in layer.parameters() if v.requires_grad)
-    project = rest_params + conv_params > limit
+    row_params = sum(v.numel() for name, layer in layers.items()
+                     if not isinstance(layer, torch.nn.Linear) and name not in gram_convs
+                     for v in layer.parameters() if v.requires_grad)
+    project = rest_params + row_params > limit
     # a sketch's estimate is ~1e-2 off: float32's rounding (~1e-7) adds nothing to it, at half the memory traffic;
     # so then the Jacobian and the sensitivities are taken in float32 too, the exact shares with them (ResNet-18's
     # kernel on 64 samples of 32 px: half the time, 1.5e-7 from float64's, ad hoc)
     rows_dtype = torch.float32 if project else dtype
-    sketch = CountSketch(rest_params + conv_params, limit, seed, rows_dtype) if project else None
+    sketch = CountSketch(rest_params + row_params, limit, seed, rows_dtype) if project else None
     # Jacobian rows of the parameters not factored exactly: the Jacobian's (columns from 0), then the convolutions'
-    # (columns from rest_params), side by side, or summed into the sketch's buckets
-    explicit = torch.zeros(f0.size, limit if project else rest_params + conv_params, dtype=rows_dtype)
+    # and norms' (columns from rest_params), side by side, or summed into the sketch's buckets
+    explicit = torch.zeros(f0.size, limit if project else rest_params + row_params, dtype=rows_dtype)
 
     def place(first_row, block, first_column):
         if not project:
@@ -237,19 +237,19 @@ def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_la
     for block in (jacobian_chunks(model, inputs, rows_dtype, progress, parameters=set(rest)) if rest else ()):
         place(first_row, block.reshape(-1, rest_params), 0)
         first_row += block.shape[0] * block.shape[1]
-    theta = (_factored_layers(model, inputs, rows_dtype, layers, gram_convs, place, rest_params, rows_dtype, progress)
-             if layers else None)
-    if rest_params + conv_params:
+    theta = (_factored_layers(model, inputs, rows_dtype, layers, gram_convs, place, rest_params, progress) if layers
+             else None)
+    if rest_params + row_params:
         gram = (explicit @ explicit.T).to(dtype).numpy()
         theta = gram if theta is None else theta + gram
     return theta, f0, n_params, (limit if project else None)
 
 
-def _factored_layers(model, inputs, dtype, layers, gram_convs, place, first_conv_column, rows_dtype, progress):
+def _factored_layers(model, inputs, dtype, layers, gram_convs, place, first_column, progress):
     """The kernel share (None without any) of the linear layers and of the convolutions named in `gram_convs`, from
-    their inputs and sensitivities; the gradient rows of the other convolutions and of the norms, from theirs, made
-    in `rows_dtype` and given to `place(first row, rows, first column)` a few samples at a time, their columns from
-    `first_conv_column` on. `progress`: a bar over the samples done."""
+    their inputs and sensitivities; the gradient rows of the other convolutions and of the norms, from theirs, given
+    to `place(first row, rows, first column)` a few samples at a time, their columns from `first_column` on; all
+    in `dtype`. `progress`: a bar over the samples done."""
     import torch
     from tqdm.auto import tqdm
 
@@ -266,22 +266,21 @@ def _factored_layers(model, inputs, dtype, layers, gram_convs, place, first_conv
                norm_gradient_rows for name, layer in layers.items() if name not in linear and name not in gram_convs}
     kept = [*linear, *gram_convs]  # layers whose inputs and sensitivities are kept for their share at the end
     kept_inputs, kept_sensitivities = {name: [] for name in kept}, {name: [] for name in kept}
-    first_sample, explicit_itemsize = 0, torch.empty(0, dtype=rows_dtype).element_size()
+    first_sample, itemsize = 0, torch.empty(0, dtype=dtype).element_size()
     bar = tqdm(total=len(x), desc="Layer sensitivities and rows", unit="sample", disable=not progress)
     for layer_inputs, sensitivities in sensitivity_chunks(model, {**trainable, **frozen}, x, layers, CHUNK_BYTES):
         for name in kept:
             kept_inputs[name].append(layer_inputs[name])
             kept_sensitivities[name].append(sensitivities[name])
         samples = len(next(iter(sensitivities.values())))
-        column = first_conv_column
+        column = first_column
         for name, gradient_rows in rows_of.items():
             layer = layers[name]
-            row_bytes = sensitivities[name].shape[1] * layer.weight.numel() * explicit_itemsize
+            row_bytes = sensitivities[name].shape[1] * layer.weight.numel() * itemsize
             block = max(1, CONV_BLOCK_BYTES // row_bytes)
             for start in range(0, samples, block):
                 part = slice(start, start + block)
-                rows = gradient_rows(layer, layer_inputs[name][part].to(rows_dtype),
-                                     sensitivities[name][part].to(rows_dtype))
+                rows = gradient_rows(layer, layer_inputs[name][part], sensitivities[name][part])
                 place((first_sample + start) * rows.shape[1], rows.reshape(-1, rows.shape[2]), column)
             column += rows.shape[2]
         first_sample += samples

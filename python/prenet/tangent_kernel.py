@@ -208,9 +208,13 @@ def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_la
                 if v.requires_grad}
     rest = {name: v.numel() for name, v in model.named_parameters() if v.requires_grad and name not in factored}
     rest_params = sum(rest.values())
-    # convolutions whose share is factored (prenet.conv_layer_kernel) where that costs less than their rows
-    gram_convs = {name for name, layer in layers.items() if isinstance(layer, (torch.nn.Conv1d, torch.nn.Conv2d))
-                  and factoring_pays(layer, len(inputs), f0.shape[1], positions[name])}
+    # convolutions whose share is factored (prenet.conv_layer_kernel) where that costs less than their rows, sketched
+    # where the rows of all that is not factored exactly would exceed the limit
+    convs = {name for name, layer in layers.items() if isinstance(layer, (torch.nn.Conv1d, torch.nn.Conv2d))}
+    sketched = rest_params + sum(v.numel() for name, layer in layers.items() if not isinstance(layer, torch.nn.Linear)
+                                 for v in layer.parameters() if v.requires_grad) > limit
+    gram_convs = {name for name in convs if factoring_pays(layers[name], len(inputs), f0.shape[1], positions[name],
+                                                           sketched)}
     # the other convolutions' and the norms' weights: gradient rows from their sensitivities (_factored_layers)
     row_params = sum(v.numel() for name, layer in layers.items()
                      if not isinstance(layer, torch.nn.Linear) and name not in gram_convs

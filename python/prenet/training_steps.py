@@ -233,14 +233,18 @@ def _extrapolated_curve(subset_curves, dataset_size, initial_loss, max_steps, ex
 
 
 def _initial_loss(model, dataset, dataset_size, loss_fn, seed):
-    """The loss at the linearisation point over the whole set (or INITIAL_LOSS_SAMPLES of it), in float64."""
+    """The loss at the linearisation point over the whole set (or INITIAL_LOSS_SAMPLES of it), from outputs in
+    float32: a mean loss to about 1e-7, where float64's convolutions take ten times as long on a CPU (ResNet-18 on
+    512 images of 32 px: 6.3-7.6 s against 0.6 s, outputs 7e-7 apart, ad hoc)."""
+    import torch
+
     count = min(dataset_size, INITIAL_LOSS_SAMPLES)
     indices = (np.arange(dataset_size) if count == dataset_size else
                np.random.default_rng(seed + 1).choice(dataset_size, count, replace=False))
     total = 0.0
     for start in range(0, count, 1024):
         inputs, targets = dataset_arrays(dataset, indices[start:start + 1024])
-        outputs = model_outputs(model, inputs)
+        outputs = model_outputs(model, inputs, torch.float32).astype(np.float64)
         total += float(loss_fn.value(outputs, _as_targets(targets, loss_fn))) * len(targets)
     return total / count
 

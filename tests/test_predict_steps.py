@@ -344,6 +344,42 @@ def test_a_batch_norm_of_the_batchs_statistics_and_a_layer_of_folded_samples_are
     assert set(qualifying_layers(model, torch.randn(7, 5, 3))) == {"head"}
 
 
+class SequenceNet(torch.nn.Module):
+    """Linear layers applied at every position of (samples, *positions, 3) inputs, a layer norm between, then a
+    linear head on the mean over positions."""
+    def __init__(self):
+        super().__init__()
+        self.embed, self.norm = torch.nn.Linear(3, 6), torch.nn.LayerNorm(6)
+        self.mix, self.head = torch.nn.Linear(6, 8, bias=False), torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        z = self.mix(torch.tanh(self.norm(self.embed(x))))
+        return self.head(torch.tanh(z).flatten(1, -2).mean(1))
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (2, 3, 3)], ids=["sequence", "two-position-dimensions"])
+@pytest.mark.parametrize("factored", [True, False], ids=["factored-shares", "rows"])
+def test_linear_layers_over_positions_give_the_exact_kernel_either_way(monkeypatch, shape, factored):
+    """A linear layer on (samples, *positions, features) is a 1x1 convolution over its positions: its share is
+    factored over pairs of positions or made from rows (conv_layer_kernel.factoring_pays decides; both forced
+    here), exact against the explicit Jacobian either way."""
+    from prenet import conv_layer_kernel
+    from prenet.layer_sensitivities import qualifying_layers
+
+    torch.manual_seed(0)
+    model = SequenceNet().eval()
+    inputs = torch.randn(7, *shape)
+    positions = {}
+    assert set(qualifying_layers(model, inputs, positions)) == {"embed", "norm", "mix", "head"}
+    assert positions["embed"] == positions["mix"] == math.prod(shape[:-1]) and positions["head"] == 1
+    monkeypatch.setattr(conv_layer_kernel, "factoring_pays", lambda *arguments: factored)
+    fast, f0, _, projected = gram_matrix(model, inputs)
+    explicit, f0_explicit, _, _ = gram_matrix(model, inputs, factor_layers=False)
+    assert projected is None
+    np.testing.assert_allclose(fast, explicit, rtol=1e-10, atol=1e-12 * np.abs(explicit).max())
+    np.testing.assert_array_equal(f0, f0_explicit)
+
+
 def test_convolution_and_norm_rows_are_sketched_after_the_jacobians_columns():
     """The reflect-padded convolution's weights go through the Jacobian; the 1x1 convolution's and the batch norm's
     rows follow, in the order the forward pass calls them."""

@@ -9,9 +9,10 @@ derivatives), over pairs of positions:
 and the bias adds sum_p,q d_ik(p) . d_jl(q), a 1 added to every patch product. That costs about
 (samples x outputs x positions)^2 x the output channels, against a cost per element of the rows (samples x outputs
 x the weights) for making and sketching them: so it pays for layers of few positions and many weights, the last
-stages of a CNN, where most of its weights are (factoring_pays).
+stages of a CNN, where most of its weights are (factoring_pays). A linear layer applied at every position of a
+sequence (a Transformer's) is a 1x1 convolution here.
 """
-from .conv_layer_gradients import as_two_dimensional
+from .conv_layer_gradients import patches_and_sensitivities
 
 # Bytes of one block of sensitivity products (samples x outputs x positions, squared) made at once.
 PRODUCT_BLOCK_BYTES = 64 * 2 ** 20
@@ -21,9 +22,12 @@ def _gram_work(module, samples, outputs, positions):
     """Multiply-adds of the layer's factored share: per group, the sensitivities' products (samples x outputs x
     positions, squared, x the group's output channels), the patches' (samples x positions, squared, x the
     group's patch length) and the sum over pairs of positions (samples x outputs, squared, x positions squared)."""
-    groups = module.groups
-    patch = module.weight[0].numel()  # in channels / groups x kernel
-    per_group = module.out_channels // groups
+    import torch
+
+    if isinstance(module, torch.nn.Linear):  # a 1x1 convolution over its positions
+        groups, patch, per_group = 1, module.in_features, module.out_features
+    else:  # a patch: in channels / groups x kernel
+        groups, patch, per_group = module.groups, module.weight[0].numel(), module.out_channels // module.groups
     return groups * ((samples * outputs * positions) ** 2 * per_group + (samples * positions) ** 2 * patch
                      + (samples * outputs * positions) ** 2)
 
@@ -46,26 +50,24 @@ ROW_ELEMENT_MADE = 20
 
 
 def factoring_pays(module, samples, outputs, positions, sketched=True):
-    """Whether the factored share of a convolution with `positions` output positions costs less than its gradient
-    rows, on `samples` samples of `outputs` outputs; `sketched`: whether the rows would be sketched."""
+    """Whether the factored share of a convolution (or a linear layer over positions) with `positions` output
+    positions costs less than its gradient rows, on `samples` samples of `outputs` outputs; `sketched`: whether the
+    rows would be sketched."""
     return _gram_work(module, samples, outputs, positions) < _rows_work(module, samples, outputs, sketched)
 
 
 def conv_layer_gram(module, layer_input, sensitivity):
-    """The (n*K x n*K) kernel share, sample-major, of a Conv1d or Conv2d given its input (n, in channels, *size) and
-    the outputs' sensitivities (n, K, out channels, *output size)."""
+    """The (n*K x n*K) kernel share, sample-major, of a Conv1d, a Conv2d or a Linear over positions, given its input
+    and the outputs' sensitivities (n, K, *its output), as conv_layer_gradients.patches_and_sensitivities takes
+    them."""
     import torch
 
-    x, d, kernel, dilation, padding, stride = as_two_dimensional(module, layer_input, sensitivity)
-    samples, outputs, channels = d.shape[:3]
-    groups = module.groups
-    patches = torch.nn.functional.unfold(x, kernel, dilation=dilation, padding=padding, stride=stride)
+    patches, d = patches_and_sensitivities(module, layer_input, sensitivity)
+    samples, outputs, groups = d.shape[:3]
     positions = patches.shape[-1]
     # (g, n * P, in/g * kernel) and (g, n * K * P, out/g), rows sample-major
-    patches = patches.reshape(samples, groups, -1, positions).permute(1, 0, 3, 2).reshape(groups, samples * positions,
-                                                                                           -1)
-    d = d.reshape(samples, outputs, groups, channels // groups, positions).permute(2, 0, 1, 4, 3)
-    d = d.reshape(groups, samples * outputs * positions, -1)
+    patches = patches.permute(1, 0, 3, 2).reshape(groups, samples * positions, -1)
+    d = d.permute(2, 0, 1, 4, 3).reshape(groups, samples * outputs * positions, -1)
     bias = module.bias is not None and module.bias.requires_grad
     gram = torch.zeros(samples * outputs, samples * outputs, dtype=d.dtype)
     rows = outputs * positions  # sensitivity rows of one sample

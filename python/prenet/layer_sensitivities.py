@@ -15,11 +15,12 @@ Jacobian (prenet.tangent_kernel).
 
 
 def _factored_kinds():
-    """{module class: the dimensions of its batched input, or None for a layer norm (more than its normalised
-    shape has)} of the kinds whose share is factored."""
+    """{module class: the dimensions of its batched input, or None for a linear layer or a layer norm (more than
+    its features or normalised shape have: samples first, then any positions)} of the kinds whose share is
+    factored."""
     import torch
 
-    return {torch.nn.Linear: {2}, torch.nn.Conv1d: {3}, torch.nn.Conv2d: {4}, torch.nn.BatchNorm1d: {2, 3},
+    return {torch.nn.Linear: None, torch.nn.Conv1d: {3}, torch.nn.Conv2d: {4}, torch.nn.BatchNorm1d: {2, 3},
             torch.nn.BatchNorm2d: {4}, torch.nn.BatchNorm3d: {5}, torch.nn.LayerNorm: None}
 
 
@@ -39,14 +40,16 @@ def _qualifies(module):
 def _batched(module, dims):
     """Whether an input of `dims` dimensions is a batch of the module's samples."""
     expected = _factored_kinds()[type(module)]
-    return dims > len(module.normalized_shape) if expected is None else dims in expected
+    if expected is None:
+        return dims > (len(module.normalized_shape) if hasattr(module, "normalized_shape") else 1)
+    return dims in expected
 
 
 def qualifying_layers(model, inputs, positions=None):
     """{name: module} of the layers whose kernel share can be factored (see the module's description), found by
     running the model once on two samples (a layer qualifies where its input's first dimension is theirs);
-    `positions`, where given a dict, gets each one's output positions per sample (a convolution's output size; 1
-    for a linear layer)."""
+    `positions`, where given a dict, gets each one's output positions per sample (a convolution's output size; for
+    a linear layer its input's size between samples and features, 1 for a plain batch of vectors)."""
     import torch
 
     calls, dims = {}, {}
@@ -60,7 +63,10 @@ def qualifying_layers(model, inputs, positions=None):
                 batched = args and isinstance(args[0], torch.Tensor) and args[0].dim() and \
                     args[0].shape[0] == len(probe)
                 dims[name] = args[0].dim() if batched else -1
-                positions[name] = output.shape[2:].numel()
+                # a linear layer's positions lie between its samples and its features, a convolution's after its
+                # channels
+                positions[name] = (output.shape[1:-1] if isinstance(module, torch.nn.Linear) else
+                                   output.shape[2:]).numel()
             hooks.append(module.register_forward_hook(record))
     probe = inputs[:2]
     try:

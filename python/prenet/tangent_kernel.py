@@ -208,17 +208,22 @@ def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_la
                 if v.requires_grad}
     rest = {name: v.numel() for name, v in model.named_parameters() if v.requires_grad and name not in factored}
     rest_params = sum(rest.values())
-    # convolutions whose share is factored (prenet.conv_layer_kernel) where that costs less than their rows, sketched
-    # where the rows of all that is not factored exactly would exceed the limit
-    convs = {name for name, layer in layers.items() if isinstance(layer, (torch.nn.Conv1d, torch.nn.Conv2d))}
-    sketched = rest_params + sum(v.numel() for name, layer in layers.items() if not isinstance(layer, torch.nn.Linear)
-                                 for v in layer.parameters() if v.requires_grad) > limit
-    gram_convs = {name for name in convs if factoring_pays(layers[name], len(inputs), f0.shape[1], positions[name],
-                                                           sketched)}
-    # the other convolutions' and the norms' weights: gradient rows from their sensitivities (_factored_layers)
-    row_params = sum(v.numel() for name, layer in layers.items()
-                     if not isinstance(layer, torch.nn.Linear) and name not in gram_convs
-                     for v in layer.parameters() if v.requires_grad)
+    # linear layers on batches of vectors: their share factored (prenet.linear_layer_kernel); convolutions and linear
+    # layers over positions: factored (prenet.conv_layer_kernel) where that costs less than their rows, sketched
+    # where the rows of all else would exceed the limit
+    vectors = {name for name, layer in layers.items() if isinstance(layer, torch.nn.Linear) and positions[name] == 1}
+    over_positions = {name for name, layer in layers.items() if name not in vectors and
+                      isinstance(layer, _weighted_over_positions())}
+
+    def weights(names):
+        return sum(v.numel() for name in names for v in layers[name].parameters() if v.requires_grad)
+
+    sketched = rest_params + weights(set(layers) - vectors) > limit
+    gram_convs = {name for name in over_positions
+                  if factoring_pays(layers[name], len(inputs), f0.shape[1], positions[name], sketched)}
+    # the other convolutions', linear layers' over positions and norms' weights: gradient rows from their
+    # sensitivities (_factored_layers)
+    row_params = weights(set(layers) - vectors - gram_convs)
     project = rest_params + row_params > limit
     # a sketch's estimate is ~1e-2 off: float32's rounding (~1e-7) adds nothing to it, at half the memory traffic;
     # so then the Jacobian and the sensitivities are taken in float32 too, the exact shares with them (ResNet-18's
@@ -241,19 +246,27 @@ def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_la
     for block in (jacobian_chunks(model, inputs, rows_dtype, progress, parameters=set(rest)) if rest else ()):
         place(first_row, block.reshape(-1, rest_params), 0)
         first_row += block.shape[0] * block.shape[1]
-    theta = (_factored_layers(model, inputs, rows_dtype, layers, gram_convs, place, rest_params, progress) if layers
-             else None)
+    theta = (_factored_layers(model, inputs, rows_dtype, layers, vectors, gram_convs, place, rest_params, progress)
+             if layers else None)
     if rest_params + row_params:
         gram = (explicit @ explicit.T).to(dtype).numpy()
         theta = gram if theta is None else theta + gram
     return theta, f0, n_params, (limit if project else None)
 
 
-def _factored_layers(model, inputs, dtype, layers, gram_convs, place, first_column, progress):
-    """The kernel share (None without any) of the linear layers and of the convolutions named in `gram_convs`, from
-    their inputs and sensitivities; the gradient rows of the other convolutions and of the norms, from theirs, given
-    to `place(first row, rows, first column)` a few samples at a time, their columns from `first_column` on; all
-    in `dtype`. `progress`: a bar over the samples done."""
+def _weighted_over_positions():
+    """The factored kinds whose weights act at every position (prenet.conv_layer_gradients; the other factored kinds
+    are norms, prenet.norm_layer_gradients)."""
+    import torch
+
+    return torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d
+
+
+def _factored_layers(model, inputs, dtype, layers, vectors, gram_convs, place, first_column, progress):
+    """The kernel share (None without any) of the linear layers on vectors named in `vectors` and of the
+    convolutions (or linear layers over positions) named in `gram_convs`, from their inputs and sensitivities; the
+    gradient rows of the other layers, from theirs, given to `place(first row, rows, first column)` a few samples
+    at a time, their columns from `first_column` on; all in `dtype`. `progress`: a bar over the samples done."""
     import torch
     from tqdm.auto import tqdm
 
@@ -265,9 +278,9 @@ def _factored_layers(model, inputs, dtype, layers, gram_convs, place, first_colu
 
     trainable, frozen = _state(model, dtype)
     x = inputs.to(dtype) if torch.is_floating_point(inputs) else inputs
-    linear = {name: layer for name, layer in layers.items() if isinstance(layer, torch.nn.Linear)}
-    rows_of = {name: conv_gradient_rows if isinstance(layer, (torch.nn.Conv1d, torch.nn.Conv2d)) else
-               norm_gradient_rows for name, layer in layers.items() if name not in linear and name not in gram_convs}
+    linear = {name: layer for name, layer in layers.items() if name in vectors}
+    rows_of = {name: conv_gradient_rows if isinstance(layer, _weighted_over_positions()) else norm_gradient_rows
+               for name, layer in layers.items() if name not in linear and name not in gram_convs}
     kept = [*linear, *gram_convs]  # layers whose inputs and sensitivities are kept for their share at the end
     kept_inputs, kept_sensitivities = {name: [] for name in kept}, {name: [] for name in kept}
     first_sample, itemsize = 0, torch.empty(0, dtype=dtype).element_size()

@@ -380,6 +380,59 @@ def test_linear_layers_over_positions_give_the_exact_kernel_either_way(monkeypat
     np.testing.assert_array_equal(f0, f0_explicit)
 
 
+class TokenNet(torch.nn.Module):
+    """An embedding of token ids (samples, *positions), a linear layer over positions, the mean, a linear head."""
+    def __init__(self, **embedding):
+        super().__init__()
+        self.embed = torch.nn.Embedding(11, 4, **embedding)
+        self.mix, self.head = torch.nn.Linear(4, 5), torch.nn.Linear(5, 3)
+
+    def forward(self, tokens):
+        z = torch.tanh(self.mix(self.embed(tokens)))
+        return self.head(z.reshape(z.shape[0], -1, 5).mean(1))
+
+
+@pytest.mark.parametrize("embedding, shape", [
+    ({}, (6,)), ({"padding_idx": 0}, (6,)), ({}, (2, 3)), ({}, ()),
+], ids=["sequence", "padding-row", "two-position-dimensions", "one-token"])
+def test_an_embeddings_rows_from_its_lookups_give_the_exact_kernel(embedding, shape):
+    """An embedding's rows are its sensitivities added at the rows it looked up (repeated tokens add up; the padding
+    row gets none), placed entry by entry: exact against the Jacobian, and sketched as the sketch would sketch them
+    whole."""
+    from prenet.layer_sensitivities import qualifying_layers
+
+    torch.manual_seed(0)
+    model = TokenNet(**embedding).eval()
+    tokens = torch.randint(0, 4, (7, *shape))  # few distinct tokens: repeats within a sample and across samples
+    assert set(qualifying_layers(model, tokens)) == {"embed", "mix", "head"}
+    fast, f0, parameters, projected = gram_matrix(model, tokens)
+    explicit, f0_explicit, _, _ = gram_matrix(model, tokens, factor_layers=False)
+    assert projected is None
+    np.testing.assert_allclose(fast, explicit, rtol=1e-10, atol=1e-12 * np.abs(explicit).max())
+    np.testing.assert_array_equal(f0, f0_explicit)
+    # sketched: the table's 44 columns, then, over positions, the linear layer's 25 (its rows: factoring it does not
+    # pay here), in the order the forward pass calls them; on one token the linear layer is exact like the head
+    sketched, _, _, projected = gram_matrix(model, tokens, projection_dim=30, seed=5)
+    assert projected == 30
+    jacobian = torch.cat([b.reshape(-1, parameters) for b in jacobian_chunks(model, tokens)])
+    count = 69 if shape else 44                                   # named_parameters order: embed, mix, head
+    rows, exact = jacobian[:, :count], jacobian[:, count:]
+    generator = torch.Generator().manual_seed(5)
+    bucket = torch.randint(0, 30, (count,), generator=generator)
+    sign = torch.randint(0, 2, (count,), generator=generator).double() * 2 - 1
+    projected_rows = torch.zeros(rows.shape[0], 30, dtype=torch.float64).index_add_(1, bucket, rows * sign)
+    expected = exact @ exact.T + projected_rows @ projected_rows.T
+    np.testing.assert_allclose(sketched, expected.numpy(), rtol=1e-5, atol=1e-6 * np.abs(expected).max().item())
+
+
+def test_an_embedding_that_renormalises_or_scales_by_counts_is_not_factored():
+    from prenet.layer_sensitivities import qualifying_layers
+
+    tokens = torch.randint(0, 4, (5, 6))
+    for embedding in ({"max_norm": 1.0}, {"scale_grad_by_freq": True}):
+        assert set(qualifying_layers(TokenNet(**embedding).eval(), tokens)) == {"mix", "head"}
+
+
 def test_convolution_and_norm_rows_are_sketched_after_the_jacobians_columns():
     """The reflect-padded convolution's weights go through the Jacobian; the 1x1 convolution's and the batch norm's
     rows follow, in the order the forward pass calls them."""

@@ -4,8 +4,9 @@ For a layer z = layer(a; W), the derivative of the model's output k for sample i
 the layer's input a_i and its sensitivity d_ik = df_k/dz (at sample i): an outer product for a linear layer
 (prenet.linear_layer_kernel), a sum of outer products over output positions for a convolution
 (prenet.conv_layer_gradients, prenet.conv_layer_kernel), a sum over the broadcast dimensions of the normalised input
-times the sensitivity for a batch or layer norm's scale (prenet.norm_layer_gradients). So such a layer's Jacobian
-rows never need a Jacobian over its weights.
+times the sensitivity for a batch or layer norm's scale (prenet.norm_layer_gradients), the sensitivity added at each
+row it looked up for an embedding (prenet.embedding_layer_gradients). So such a layer's Jacobian rows never need a
+Jacobian over its weights.
 
 The sensitivities are the Jacobian of the outputs with respect to a zero added to each layer's output (functorch's
 vmap of jacrev, as for parameters). A layer qualifies when it is one of the factored kinds (_factored_kinds) with a
@@ -15,22 +16,25 @@ Jacobian (prenet.tangent_kernel).
 
 
 def _factored_kinds():
-    """{module class: the dimensions of its batched input, or None for a linear layer or a layer norm (more than
-    its features or normalised shape have: samples first, then any positions)} of the kinds whose share is
+    """{module class: the dimensions of its batched input (a set), the fewest it takes (an integer: samples first,
+    then any positions), or None for a layer norm (more than its normalised shape has)} of the kinds whose share is
     factored."""
     import torch
 
-    return {torch.nn.Linear: None, torch.nn.Conv1d: {3}, torch.nn.Conv2d: {4}, torch.nn.BatchNorm1d: {2, 3},
-            torch.nn.BatchNorm2d: {4}, torch.nn.BatchNorm3d: {5}, torch.nn.LayerNorm: None}
+    return {torch.nn.Linear: 2, torch.nn.Conv1d: {3}, torch.nn.Conv2d: {4}, torch.nn.BatchNorm1d: {2, 3},
+            torch.nn.BatchNorm2d: {4}, torch.nn.BatchNorm3d: {5}, torch.nn.LayerNorm: None, torch.nn.Embedding: 1}
 
 
 def _qualifies(module):
     """Whether the module's kind is factored and its form is one the factored shares take: a convolution that
     prenet.conv_layer_gradients unfolds, a batch norm with the running statistics eval mode normalises by, a norm
-    with a scale (affine)."""
+    with a scale (affine), an embedding whose gradient is the sum of its lookups' (neither renormalising its rows,
+    max_norm, nor scaling by the batch's counts, scale_grad_by_freq)."""
     if type(module) not in _factored_kinds() or getattr(module, "weight", None) is None or \
             not module.weight.requires_grad:
         return False
+    if hasattr(module, "max_norm"):
+        return module.max_norm is None and not module.scale_grad_by_freq
     if hasattr(module, "running_mean"):
         return module.running_mean is not None
     return not hasattr(module, "padding_mode") or (module.padding_mode == "zeros" and
@@ -41,8 +45,8 @@ def _batched(module, dims):
     """Whether an input of `dims` dimensions is a batch of the module's samples."""
     expected = _factored_kinds()[type(module)]
     if expected is None:
-        return dims > (len(module.normalized_shape) if hasattr(module, "normalized_shape") else 1)
-    return dims in expected
+        return dims > len(module.normalized_shape)
+    return dims >= expected if isinstance(expected, int) else dims in expected
 
 
 def qualifying_layers(model, inputs, positions=None):
@@ -65,8 +69,8 @@ def qualifying_layers(model, inputs, positions=None):
                 dims[name] = args[0].dim() if batched else -1
                 # a linear layer's positions lie between its samples and its features, a convolution's after its
                 # channels
-                positions[name] = (output.shape[1:-1] if isinstance(module, torch.nn.Linear) else
-                                   output.shape[2:]).numel()
+                positions[name] = (output.shape[1:-1] if isinstance(module, (torch.nn.Linear, torch.nn.Embedding))
+                                   else output.shape[2:]).numel()
             hooks.append(module.register_forward_hook(record))
     probe = inputs[:2]
     try:
@@ -93,7 +97,7 @@ def sensitivity_chunks(model, state, inputs, layers, chunk_bytes):
 
     def hook(name):
         def add(module, args, output):
-            seen[name] = (args[0], output.shape[1:])
+            seen[name] = (args[0], output.shape[1:], output.dtype)
             return output + perturbation[name] if name in perturbation else output
         return add
 
@@ -101,7 +105,7 @@ def sensitivity_chunks(model, state, inputs, layers, chunk_bytes):
     try:
         with torch.no_grad():
             outputs = functional_call(model, state, (inputs[:1],)).shape[-1]
-        zeros = tuple(torch.zeros(seen[name][1], dtype=seen[name][0].dtype) for name in names)
+        zeros = tuple(torch.zeros(seen[name][1], dtype=seen[name][2]) for name in names)
         per_sample = outputs * sum(z.numel() for z in zeros) * zeros[0].element_size()
         chunk = max(1, chunk_bytes // per_sample)
 

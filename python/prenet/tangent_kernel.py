@@ -174,6 +174,39 @@ class CountSketch:
         # contiguous, so that stacking chunks of rows is a plain copy
         return torch.sparse.mm(self.matrix(first, rows.shape[1]), rows.T).T.contiguous()
 
+    def add_entries(self, target, rows, columns, values):
+        """Adds the entries (rows, parameter columns, values) of Jacobian rows, sketched, into `target`'s rows."""
+        target.index_put_((rows, self.bucket[columns]), self.sign[columns] * values, accumulate=True)
+
+
+class _ExplicitRows:
+    """The Jacobian rows of the parameters not factored exactly, side by side (`columns` wide) or summed into
+    `sketch`'s buckets, in `dtype`; `matrix` (Jacobian rows x columns or the sketch's width)."""
+
+    def __init__(self, rows, columns, sketch, dtype):
+        import torch
+
+        self.sketch, self.dtype = sketch, dtype
+        self.matrix = torch.zeros(rows, sketch.columns if sketch else columns, dtype=dtype)
+
+    def place(self, first_row, block, first_column):
+        """Rows of Jacobian columns first_column .. on, from row first_row on."""
+        if self.sketch is None:
+            self.matrix[first_row:first_row + block.shape[0], first_column:first_column + block.shape[1]] = block
+            return
+        for start in range(0, block.shape[0], SKETCH_ROWS):
+            piece = block[start:start + SKETCH_ROWS].to(self.dtype)
+            self.matrix[first_row + start:first_row + start + len(piece)] += self.sketch.project(piece, first_column)
+
+    def add_entries(self, first_row, rows, columns, values, first_column):
+        """Entries (rows, columns, values; a repeated pair adds up) of rows of Jacobian columns first_column .. on,
+        from row first_row on."""
+        rows, columns, values = rows + first_row, columns + first_column, values.to(self.dtype)
+        if self.sketch is None:
+            self.matrix.index_put_((rows, columns), values, accumulate=True)
+        else:
+            self.sketch.add_entries(self.matrix, rows, columns, values)
+
 
 def gram_matrix(model, inputs, projection_dim=None, seed=0, dtype=None, progress=False, factor_layers=True):
     """(Theta, f0, parameters, projected_dim) for `inputs` (n samples): Theta is the (n*K x n*K) Gram matrix of
@@ -230,48 +263,40 @@ def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_la
     # kernel on 64 samples of 32 px: half the time, 1.5e-7 from float64's, ad hoc)
     rows_dtype = torch.float32 if project else dtype
     sketch = CountSketch(rest_params + row_params, limit, seed, rows_dtype) if project else None
-    # Jacobian rows of the parameters not factored exactly: the Jacobian's (columns from 0), then the convolutions'
-    # and norms' (columns from rest_params), side by side, or summed into the sketch's buckets
-    explicit = torch.zeros(f0.size, limit if project else rest_params + row_params, dtype=rows_dtype)
-
-    def place(first_row, block, first_column):
-        if not project:
-            explicit[first_row:first_row + block.shape[0], first_column:first_column + block.shape[1]] = block
-            return
-        for start in range(0, block.shape[0], SKETCH_ROWS):
-            piece = block[start:start + SKETCH_ROWS].to(rows_dtype)
-            explicit[first_row + start:first_row + start + len(piece)] += sketch.project(piece, first_column)
-
+    # Jacobian rows of the parameters not factored exactly: the Jacobian's (columns from 0), then the other layers'
+    # (columns from rest_params, in the order the forward pass calls them)
+    explicit = _ExplicitRows(f0.size, rest_params + row_params, sketch, rows_dtype)
     first_row = 0
     for block in (jacobian_chunks(model, inputs, rows_dtype, progress, parameters=set(rest)) if rest else ()):
-        place(first_row, block.reshape(-1, rest_params), 0)
+        explicit.place(first_row, block.reshape(-1, rest_params), 0)
         first_row += block.shape[0] * block.shape[1]
-    theta = (_factored_layers(model, inputs, rows_dtype, layers, vectors, gram_convs, place, rest_params, progress)
-             if layers else None)
+    theta = (_factored_layers(model, inputs, rows_dtype, layers, vectors, gram_convs, explicit, rest_params,
+                              progress) if layers else None)
     if rest_params + row_params:
-        gram = (explicit @ explicit.T).to(dtype).numpy()
+        gram = (explicit.matrix @ explicit.matrix.T).to(dtype).numpy()
         theta = gram if theta is None else theta + gram
     return theta, f0, n_params, (limit if project else None)
 
 
 def _weighted_over_positions():
     """The factored kinds whose weights act at every position (prenet.conv_layer_gradients; the other factored kinds
-    are norms, prenet.norm_layer_gradients)."""
+    are embeddings, prenet.embedding_layer_gradients, and norms, prenet.norm_layer_gradients)."""
     import torch
 
     return torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d
 
 
-def _factored_layers(model, inputs, dtype, layers, vectors, gram_convs, place, first_column, progress):
+def _factored_layers(model, inputs, dtype, layers, vectors, gram_convs, explicit, first_column, progress):
     """The kernel share (None without any) of the linear layers on vectors named in `vectors` and of the
     convolutions (or linear layers over positions) named in `gram_convs`, from their inputs and sensitivities; the
-    gradient rows of the other layers, from theirs, given to `place(first row, rows, first column)` a few samples
-    at a time, their columns from `first_column` on; all in `dtype`. `progress`: a bar over the samples done."""
+    gradient rows of the other layers, from theirs, placed in `explicit` (_ExplicitRows) a few samples at a time,
+    their columns from `first_column` on; all in `dtype`. `progress`: a bar over the samples done."""
     import torch
     from tqdm.auto import tqdm
 
     from .conv_layer_gradients import conv_gradient_rows
     from .conv_layer_kernel import conv_layer_gram
+    from .embedding_layer_gradients import embedding_gradient_entries
     from .layer_sensitivities import sensitivity_chunks
     from .linear_layer_kernel import linear_layers_gram
     from .norm_layer_gradients import norm_gradient_rows
@@ -279,7 +304,8 @@ def _factored_layers(model, inputs, dtype, layers, vectors, gram_convs, place, f
     trainable, frozen = _state(model, dtype)
     x = inputs.to(dtype) if torch.is_floating_point(inputs) else inputs
     linear = {name: layer for name, layer in layers.items() if name in vectors}
-    rows_of = {name: conv_gradient_rows if isinstance(layer, _weighted_over_positions()) else norm_gradient_rows
+    rows_of = {name: conv_gradient_rows if isinstance(layer, _weighted_over_positions()) else
+               embedding_gradient_entries if isinstance(layer, torch.nn.Embedding) else norm_gradient_rows
                for name, layer in layers.items() if name not in linear and name not in gram_convs}
     kept = [*linear, *gram_convs]  # layers whose inputs and sensitivities are kept for their share at the end
     kept_inputs, kept_sensitivities = {name: [] for name in kept}, {name: [] for name in kept}
@@ -293,12 +319,17 @@ def _factored_layers(model, inputs, dtype, layers, vectors, gram_convs, place, f
         column = first_column
         for name, gradient_rows in rows_of.items():
             layer = layers[name]
+            if gradient_rows is embedding_gradient_entries:  # rows as wide as the table, with few entries
+                rows, columns, values = gradient_rows(layer, layer_inputs[name], sensitivities[name])
+                explicit.add_entries(first_sample * sensitivities[name].shape[1], rows, columns, values, column)
+                column += layer.weight.numel()
+                continue
             row_bytes = sensitivities[name].shape[1] * layer.weight.numel() * itemsize
             block = max(1, CONV_BLOCK_BYTES // row_bytes)
             for start in range(0, samples, block):
                 part = slice(start, start + block)
                 rows = gradient_rows(layer, layer_inputs[name][part], sensitivities[name][part])
-                place((first_sample + start) * rows.shape[1], rows.reshape(-1, rows.shape[2]), column)
+                explicit.place((first_sample + start) * rows.shape[1], rows.reshape(-1, rows.shape[2]), column)
             column += rows.shape[2]
         first_sample += samples
         bar.update(samples)

@@ -206,6 +206,16 @@ def test_projected_kernel_approximates_the_exact_one():
     np.testing.assert_allclose(sketched, expected, rtol=1e-5, atol=1e-6 * np.abs(expected).max())
 
 
+def exact_kernel_check(model, inputs):
+    """(projected_dim, parameters, the explicit kernel) of gram_matrix's kernel of `model` on `inputs`, having
+    checked that kernel and its outputs against the explicit Jacobian's (factor_layers=False): equal to 1e-10."""
+    fast, f0, parameters, projected = gram_matrix(model, inputs)
+    explicit, f0_explicit, _, _ = gram_matrix(model, inputs, factor_layers=False)
+    np.testing.assert_allclose(fast, explicit, rtol=1e-10, atol=1e-12 * np.abs(explicit).max())
+    np.testing.assert_array_equal(f0, f0_explicit)
+    return projected, parameters, explicit
+
+
 class SharedLayer(torch.nn.Module):
     """One linear layer run twice (not factored) before a factored one."""
     def __init__(self):
@@ -229,10 +239,7 @@ def test_factored_linear_layers_give_the_exact_kernel(build, features):
     torch.manual_seed(0)
     model = build().eval()
     inputs = torch.randn(12, features)
-    factored, f0, parameters, _ = gram_matrix(model, inputs)
-    explicit, f0_explicit, _, _ = gram_matrix(model, inputs, factor_layers=False)
-    np.testing.assert_allclose(factored, explicit, rtol=1e-10, atol=1e-12 * np.abs(explicit).max())
-    np.testing.assert_array_equal(f0, f0_explicit)
+    exact_kernel_check(model, inputs)
     if isinstance(model, SharedLayer):
         assert set(qualifying_layers(model, inputs)) == {"head"}
 
@@ -272,11 +279,8 @@ def test_convolutions_rows_from_their_sensitivities_give_the_exact_kernel(build,
     model = build().eval()
     inputs = torch.randn(9, *shape)
     assert set(qualifying_layers(model, inputs)) == factored
-    fast, f0, parameters, projected = gram_matrix(model, inputs)
-    explicit, f0_explicit, _, _ = gram_matrix(model, inputs, factor_layers=False)
+    projected, parameters, _ = exact_kernel_check(model, inputs)
     assert projected is None and parameters == sum(p.numel() for p in model.parameters())
-    np.testing.assert_allclose(fast, explicit, rtol=1e-10, atol=1e-12 * np.abs(explicit).max())
-    np.testing.assert_array_equal(f0, f0_explicit)
 
 
 def test_the_kernel_shows_its_progress_when_asked(capsys):
@@ -327,11 +331,7 @@ def test_norms_scales_from_their_sensitivities_give_the_exact_kernel(norm, facto
             model.norm.weight.uniform_(0.5, 1.5)
     inputs = torch.randn(7, 5, 3)
     assert ("norm" in qualifying_layers(model, inputs)) == factored
-    fast, f0, _, projected = gram_matrix(model, inputs)
-    explicit, f0_explicit, _, _ = gram_matrix(model, inputs, factor_layers=False)
-    assert projected is None
-    np.testing.assert_allclose(fast, explicit, rtol=1e-10, atol=1e-12 * np.abs(explicit).max())
-    np.testing.assert_array_equal(f0, f0_explicit)
+    assert exact_kernel_check(model, inputs)[0] is None
 
 
 def test_a_batch_norm_of_the_batchs_statistics_and_a_layer_of_folded_samples_are_not_factored():
@@ -373,11 +373,7 @@ def test_linear_layers_over_positions_give_the_exact_kernel_either_way(monkeypat
     assert set(qualifying_layers(model, inputs, positions)) == {"embed", "norm", "mix", "head"}
     assert positions["embed"] == positions["mix"] == math.prod(shape[:-1]) and positions["head"] == 1
     monkeypatch.setattr(conv_layer_kernel, "factoring_pays", lambda *arguments: factored)
-    fast, f0, _, projected = gram_matrix(model, inputs)
-    explicit, f0_explicit, _, _ = gram_matrix(model, inputs, factor_layers=False)
-    assert projected is None
-    np.testing.assert_allclose(fast, explicit, rtol=1e-10, atol=1e-12 * np.abs(explicit).max())
-    np.testing.assert_array_equal(f0, f0_explicit)
+    assert exact_kernel_check(model, inputs)[0] is None
 
 
 class TokenNet(torch.nn.Module):
@@ -405,11 +401,8 @@ def test_an_embeddings_rows_from_its_lookups_give_the_exact_kernel(embedding, sh
     model = TokenNet(**embedding).eval()
     tokens = torch.randint(0, 4, (7, *shape))  # few distinct tokens: repeats within a sample and across samples
     assert set(qualifying_layers(model, tokens)) == {"embed", "mix", "head"}
-    fast, f0, parameters, projected = gram_matrix(model, tokens)
-    explicit, f0_explicit, _, _ = gram_matrix(model, tokens, factor_layers=False)
+    projected, parameters, _ = exact_kernel_check(model, tokens)
     assert projected is None
-    np.testing.assert_allclose(fast, explicit, rtol=1e-10, atol=1e-12 * np.abs(explicit).max())
-    np.testing.assert_array_equal(f0, f0_explicit)
     # sketched: the table's 44 columns, then, over positions, the linear layer's 25 (its rows: factoring it does not
     # pay here), in the order the forward pass calls them; on one token the linear layer is exact like the head
     sketched, _, _, projected = gram_matrix(model, tokens, projection_dim=30, seed=5)
@@ -485,11 +478,8 @@ def test_a_wide_convolution_over_few_positions_is_factored_exactly_and_needs_no_
     assert positions["first"] == (16 if len(shape) == 3 else 4) and positions["last"] == positions["head"] == 1
     assert factoring_pays(model.last, 9, 3, positions["last"], sketched=False)  # 3,504 weights or fewer: no sketch
     assert not factoring_pays(model.first, 9, 3, positions["first"], sketched=False)
-    explicit, f0_explicit, parameters, _ = gram_matrix(model, inputs, factor_layers=False)
-    fast, f0, _, projected = gram_matrix(model, inputs)
+    projected, _, explicit = exact_kernel_check(model, inputs)
     assert projected is None
-    np.testing.assert_allclose(fast, explicit, rtol=1e-10, atol=1e-12 * np.abs(explicit).max())
-    np.testing.assert_array_equal(f0, f0_explicit)
     # a sketch narrower than the wide convolution's weights, but wide enough for the first's rows: not needed
     first = sum(p.numel() for p in model.first.parameters())
     assert first < sum(p.numel() for p in model.last.parameters())

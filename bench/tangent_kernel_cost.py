@@ -74,13 +74,15 @@ def factored_s(model, inputs):
 def earlier_path():
     """gram_matrix as before 2026-11-27 within the block: no convolution's share factored, and only linear layers
     and convolutions taking their rows from their sensitivities (norms through their Jacobian)."""
-    pays, kinds = conv_layer_kernel.factoring_pays, layer_sensitivities._factored_kinds
+    pays, kinds = conv_layer_kernel.factoring_pays, layer_sensitivities.factored_kinds
+    earlier = {kind: entry._replace(input_dims={2}) if kind is torch.nn.Linear else entry
+               for kind, entry in kinds().items() if kind in (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d)}
     conv_layer_kernel.factoring_pays = lambda *arguments: False
-    layer_sensitivities._factored_kinds = lambda: {torch.nn.Linear: {2}, torch.nn.Conv1d: {3}, torch.nn.Conv2d: {4}}
+    layer_sensitivities.factored_kinds = lambda: earlier
     try:
         yield
     finally:
-        conv_layer_kernel.factoring_pays, layer_sensitivities._factored_kinds = pays, kinds
+        conv_layer_kernel.factoring_pays, layer_sensitivities.factored_kinds = pays, kinds
 
 
 def resnet_rows(samples, exact=False):

@@ -22,12 +22,10 @@ def _gram_work(module, samples, outputs, positions):
     """Multiply-adds of the layer's factored share: per group, the sensitivities' products (samples x outputs x
     positions, squared, x the group's output channels), the patches' (samples x positions, squared, x the
     group's patch length) and the sum over pairs of positions (samples x outputs, squared, x positions squared)."""
-    import torch
-
-    if isinstance(module, torch.nn.Linear):  # a 1x1 convolution over its positions
-        groups, patch, per_group = 1, module.in_features, module.out_features
-    else:  # a patch: in channels / groups x kernel
-        groups, patch, per_group = module.groups, module.weight[0].numel(), module.out_channels // module.groups
+    # weights (out channels, in channels / groups, *kernel): a patch is one out channel's; a linear layer's (out, in)
+    # are a 1x1 convolution's, of one group
+    groups = getattr(module, "groups", 1)
+    patch, per_group = module.weight[0].numel(), module.weight.shape[0] // groups
     return groups * ((samples * outputs * positions) ** 2 * per_group + (samples * positions) ** 2 * patch
                      + (samples * outputs * positions) ** 2)
 

@@ -9,20 +9,54 @@ row it looked up for an embedding (prenet.embedding_layer_gradients). So such a 
 Jacobian over its weights.
 
 The sensitivities are the Jacobian of the outputs with respect to a zero added to each layer's output (functorch's
-vmap of jacrev, as for parameters). A layer qualifies when it is one of the factored kinds (_factored_kinds) with a
+vmap of jacrev, as for parameters). A layer qualifies when it is one of the factored kinds (factored_kinds) with a
 trainable weight, run once per forward pass on a batched input; any other parameter is left to the explicit
 Jacobian (prenet.tangent_kernel).
 """
+import functools
+from typing import Callable, NamedTuple
 
 
-def _factored_kinds():
-    """{module class: the dimensions of its batched input (a set), the fewest it takes (an integer: samples first,
-    then any positions), or None for a layer norm (more than its normalised shape has)} of the kinds whose share is
-    factored."""
+class FactoredKind(NamedTuple):
+    """How a factored kind's share is made. `input_dims`: the dimensions of its batched input (a set), the fewest it
+    takes (an integer: samples first, then any positions), or None for a layer norm (more than its normalised shape
+    has); `features_last`: whether its output's positions lie between samples and features (else after channels);
+    `gradients`: (module, its input, its sensitivities) -> its gradient rows (samples, K, parameters), or the
+    entries of those rows (rows, columns, values) where `entries`; `at_positions`: whether its weights act at every
+    output position, so that its share may be factored over pairs of positions (prenet.conv_layer_kernel);
+    `on_vectors`: whether, with one position, its share is factored over samples alone (prenet.linear_layer_kernel:
+    a linear layer on vectors)."""
+    input_dims: object
+    features_last: bool
+    gradients: Callable
+    entries: bool = False
+    at_positions: bool = False
+    on_vectors: bool = False
+
+
+@functools.lru_cache(maxsize=None)
+def factored_kinds():
+    """{module class: FactoredKind} of the kinds whose share is factored."""
     import torch
 
-    return {torch.nn.Linear: 2, torch.nn.Conv1d: {3}, torch.nn.Conv2d: {4}, torch.nn.BatchNorm1d: {2, 3},
-            torch.nn.BatchNorm2d: {4}, torch.nn.BatchNorm3d: {5}, torch.nn.LayerNorm: None, torch.nn.Embedding: 1}
+    from .conv_layer_gradients import conv_gradient_rows
+    from .embedding_layer_gradients import embedding_gradient_entries
+    from .norm_layer_gradients import norm_gradient_rows
+
+    nn = torch.nn
+    return {nn.Linear: FactoredKind(2, True, conv_gradient_rows, at_positions=True, on_vectors=True),
+            nn.Conv1d: FactoredKind({3}, False, conv_gradient_rows, at_positions=True),
+            nn.Conv2d: FactoredKind({4}, False, conv_gradient_rows, at_positions=True),
+            nn.BatchNorm1d: FactoredKind({2, 3}, False, norm_gradient_rows),
+            nn.BatchNorm2d: FactoredKind({4}, False, norm_gradient_rows),
+            nn.BatchNorm3d: FactoredKind({5}, False, norm_gradient_rows),
+            nn.LayerNorm: FactoredKind(None, True, norm_gradient_rows),
+            nn.Embedding: FactoredKind(1, True, embedding_gradient_entries, entries=True)}
+
+
+def factored_kind(module):
+    """The module's FactoredKind (None where its kind is not factored)."""
+    return factored_kinds().get(type(module))
 
 
 def _qualifies(module):
@@ -30,8 +64,7 @@ def _qualifies(module):
     prenet.conv_layer_gradients unfolds, a batch norm with the running statistics eval mode normalises by, a norm
     with a scale (affine), an embedding whose gradient is the sum of its lookups' (neither renormalising its rows,
     max_norm, nor scaling by the batch's counts, scale_grad_by_freq)."""
-    if type(module) not in _factored_kinds() or getattr(module, "weight", None) is None or \
-            not module.weight.requires_grad:
+    if factored_kind(module) is None or getattr(module, "weight", None) is None or not module.weight.requires_grad:
         return False
     if hasattr(module, "max_norm"):
         return module.max_norm is None and not module.scale_grad_by_freq
@@ -43,7 +76,7 @@ def _qualifies(module):
 
 def _batched(module, dims):
     """Whether an input of `dims` dimensions is a batch of the module's samples."""
-    expected = _factored_kinds()[type(module)]
+    expected = factored_kind(module).input_dims
     if expected is None:
         return dims > len(module.normalized_shape)
     return dims >= expected if isinstance(expected, int) else dims in expected
@@ -67,9 +100,7 @@ def qualifying_layers(model, inputs, positions=None):
                 batched = args and isinstance(args[0], torch.Tensor) and args[0].dim() and \
                     args[0].shape[0] == len(probe)
                 dims[name] = args[0].dim() if batched else -1
-                # a linear layer's positions lie between its samples and its features, a convolution's after its
-                # channels
-                positions[name] = (output.shape[1:-1] if isinstance(module, (torch.nn.Linear, torch.nn.Embedding))
+                positions[name] = (output.shape[1:-1] if factored_kind(module).features_last
                                    else output.shape[2:]).numel()
             hooks.append(module.register_forward_hook(record))
     probe = inputs[:2]

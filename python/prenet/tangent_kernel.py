@@ -225,7 +225,7 @@ def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_la
     import torch
 
     from .conv_layer_kernel import factoring_pays
-    from .layer_sensitivities import qualifying_layers
+    from .layer_sensitivities import factored_kind, qualifying_layers
 
     dtype = dtype or torch.float64
     f0 = model_outputs(model, inputs, dtype)
@@ -244,9 +244,8 @@ def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_la
     # linear layers on batches of vectors: their share factored (prenet.linear_layer_kernel); convolutions and linear
     # layers over positions: factored (prenet.conv_layer_kernel) where that costs less than their rows, sketched
     # where the rows of all else would exceed the limit
-    vectors = {name for name, layer in layers.items() if isinstance(layer, torch.nn.Linear) and positions[name] == 1}
-    over_positions = {name for name, layer in layers.items() if name not in vectors and
-                      isinstance(layer, _weighted_over_positions())}
+    vectors = {name for name, layer in layers.items() if factored_kind(layer).on_vectors and positions[name] == 1}
+    over_positions = {name for name, layer in layers.items() if factored_kind(layer).at_positions} - vectors
 
     def weights(names):
         return sum(v.numel() for name in names for v in layers[name].parameters() if v.requires_grad)
@@ -278,14 +277,6 @@ def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_la
     return theta, f0, n_params, (limit if project else None)
 
 
-def _weighted_over_positions():
-    """The factored kinds whose weights act at every position (prenet.conv_layer_gradients; the other factored kinds
-    are embeddings, prenet.embedding_layer_gradients, and norms, prenet.norm_layer_gradients)."""
-    import torch
-
-    return torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d
-
-
 def _factored_layers(model, inputs, dtype, layers, vectors, gram_convs, explicit, first_column, progress):
     """The kernel share (None without any) of the linear layers on vectors named in `vectors` and of the
     convolutions (or linear layers over positions) named in `gram_convs`, from their inputs and sensitivities; the
@@ -294,19 +285,15 @@ def _factored_layers(model, inputs, dtype, layers, vectors, gram_convs, explicit
     import torch
     from tqdm.auto import tqdm
 
-    from .conv_layer_gradients import conv_gradient_rows
     from .conv_layer_kernel import conv_layer_gram
-    from .embedding_layer_gradients import embedding_gradient_entries
-    from .layer_sensitivities import sensitivity_chunks
+    from .layer_sensitivities import factored_kind, sensitivity_chunks
     from .linear_layer_kernel import linear_layers_gram
-    from .norm_layer_gradients import norm_gradient_rows
 
     trainable, frozen = _state(model, dtype)
     x = inputs.to(dtype) if torch.is_floating_point(inputs) else inputs
     linear = {name: layer for name, layer in layers.items() if name in vectors}
-    rows_of = {name: conv_gradient_rows if isinstance(layer, _weighted_over_positions()) else
-               embedding_gradient_entries if isinstance(layer, torch.nn.Embedding) else norm_gradient_rows
-               for name, layer in layers.items() if name not in linear and name not in gram_convs}
+    rows_of = {name: factored_kind(layer) for name, layer in layers.items()
+               if name not in linear and name not in gram_convs}
     kept = [*linear, *gram_convs]  # layers whose inputs and sensitivities are kept for their share at the end
     kept_inputs, kept_sensitivities = {name: [] for name in kept}, {name: [] for name in kept}
     first_sample, itemsize = 0, torch.empty(0, dtype=dtype).element_size()
@@ -317,10 +304,10 @@ def _factored_layers(model, inputs, dtype, layers, vectors, gram_convs, explicit
             kept_sensitivities[name].append(sensitivities[name])
         samples = len(next(iter(sensitivities.values())))
         column = first_column
-        for name, gradient_rows in rows_of.items():
+        for name, kind in rows_of.items():
             layer = layers[name]
-            if gradient_rows is embedding_gradient_entries:  # rows as wide as the table, with few entries
-                rows, columns, values = gradient_rows(layer, layer_inputs[name], sensitivities[name])
+            if kind.entries:  # rows as wide as the table, with few entries
+                rows, columns, values = kind.gradients(layer, layer_inputs[name], sensitivities[name])
                 explicit.add_entries(first_sample * sensitivities[name].shape[1], rows, columns, values, column)
                 column += layer.weight.numel()
                 continue
@@ -328,7 +315,7 @@ def _factored_layers(model, inputs, dtype, layers, vectors, gram_convs, explicit
             block = max(1, CONV_BLOCK_BYTES // row_bytes)
             for start in range(0, samples, block):
                 part = slice(start, start + block)
-                rows = gradient_rows(layer, layer_inputs[name][part], sensitivities[name][part])
+                rows = kind.gradients(layer, layer_inputs[name][part], sensitivities[name][part])
                 explicit.place((first_sample + start) * rows.shape[1], rows.reshape(-1, rows.shape[2]), column)
             column += rows.shape[2]
         first_sample += samples

@@ -726,6 +726,9 @@ def test_the_command_line_gives_the_training_time_of_a_users_model_and_data(run_
     assert no_data.returncode == 2 and "data spec 'nodata' must look like 'package.module:factory'" in no_data.stderr
     both = run_prenet("training", *common, "--epochs", "1", "--target-loss", "0.5")
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
+    described_too = run_prenet("training", *common[:-1], "--epochs", "1", "--dataset-size", "10")
+    assert described_too.returncode == 2
+    assert "--dataset-size: the data set gives its size and samples; give --data or describe it" in described_too.stderr
 
 
 def test_the_command_line_gives_the_training_time_of_epochs_of_a_described_data_set(run_prenet):
@@ -748,6 +751,9 @@ def test_the_command_line_gives_the_training_time_of_epochs_of_a_described_data_
     assert json.loads(small.stdout)["steps"] == 90 * 8
     assert json.loads(small.stdout)["step_seconds"] < given["step_seconds"] / 4   # 64 px against 224
     undescribed = run_prenet("training", *resnet)
-    assert undescribed.returncode == 2 and "give --data, or with --epochs --dataset-size" in undescribed.stderr
+    assert undescribed.returncode == 2
+    assert "give --data, or with --epochs describe it: --dataset-size" in undescribed.stderr
     loss = run_prenet("training", "torchvision:resnet18", "--target-loss", "0.5", "--dataset-size", "100")
-    assert loss.returncode == 2 and "--target-loss predicts the steps from the data itself" in loss.stderr
+    assert loss.returncode == 2
+    assert "--target-loss: the steps to a loss are predicted from the data itself (predict_steps); give --data" \
+        in loss.stderr

@@ -133,18 +133,18 @@ def _predict(args):
         f"{name} {f + b:.3g}" for name, f, b in zip(names, forward, backward)))
 
 
+# `prenet training`'s flags, as its data checks (training_time.check_data_source) name them.
+TRAINING_FLAGS = {"dataset": "--data", "target_loss": "--target-loss", "epochs": "--epochs",
+                  "dataset_size": "--dataset-size", "input_shape": "--input-shape",
+                  "samples": "--input-shape where the model has no default input"}
+
+
 def _training(args):
     from .models import build_dataset, build_model
-    from .training_time import predict_training
+    from .training_time import check_data_source, predict_training
 
-    if args.data is not None and (args.input_shape is not None or args.dataset_size is not None):
-        raise ValueError("--data gives the data set's size and samples: give it or --dataset-size and "
-                         "--input-shape, not both")
-    if args.data is None and args.target_loss is not None:
-        raise ValueError("--target-loss predicts the steps from the data itself: give --data")
-    if args.data is None and args.dataset_size is None:
-        raise ValueError("give --data, or with --epochs --dataset-size (and --input-shape where the model has no "
-                         "default input)")
+    check_data_source(args.data is not None, args.target_loss is not None,
+                      {"dataset_size": args.dataset_size, "input_shape": args.input_shape}, TRAINING_FLAGS)
     model, inputs = build_model(args.model, args.input_shape)
     data = {"dataset": build_dataset(args.data)} if args.data else dict(inputs, dataset_size=args.dataset_size)
     steps_options = {} if args.epochs is not None else dict(loss=args.loss, subset=args.subset,

@@ -51,6 +51,29 @@ class TrainingTime:
                 f"{self.estimate._memory_text()}>")
 
 
+# predict_training's arguments as its errors name them; the command line gives its flags instead.
+ARGUMENT_NAMES = {"dataset": "the dataset", "target_loss": "target_loss", "epochs": "epochs",
+                  "dataset_size": "dataset_size", "input_shape": "input_shape", "example_input": "example_input",
+                  "samples": "input_shape (one sample's, without the batch) or example_input"}
+
+
+def check_data_source(dataset_given, target_loss_given, description, names=ARGUMENT_NAMES):
+    """Raises ValueError unless the training samples come from one place: the dataset, or a description of it
+    (`description`: {argument: value or None} of dataset_size and the sample's shape), and from the dataset itself
+    for a target loss. `names`: each argument as the user gave it (ARGUMENT_NAMES' keys; "samples": how a sample's
+    shape is given)."""
+    described = [names[name] for name, value in description.items() if value is not None]
+    if dataset_given and described:
+        raise ValueError(f"{', '.join(described)}: the data set gives its size and samples; give {names['dataset']} "
+                         "or describe it, not both")
+    if not dataset_given and target_loss_given:
+        raise ValueError(f"{names['target_loss']}: the steps to a loss are predicted from the data itself "
+                         f"(predict_steps); give {names['dataset']}")
+    if not dataset_given and description.get("dataset_size") is None:
+        raise ValueError(f"give {names['dataset']}, or with {names['epochs']} describe it: {names['dataset_size']} "
+                         f"(samples per epoch) and {names['samples']}")
+
+
 def predict_training(model, dataset=None, gpu="V100", batch=32, lr=0.01, momentum=0.0, loss="cross_entropy",
                      epochs=None, target_loss=None, price_per_hour=None, precision="fp32", optimizer=None,
                      dataset_size=None, input_shape=None, example_input=None, **steps_options):
@@ -74,17 +97,8 @@ def predict_training(model, dataset=None, gpu="V100", batch=32, lr=0.01, momentu
                          "to time another optimizer")
     if price_per_hour is not None:
         check_price("price_per_hour", price_per_hour)
-    described = [name for name, value in (("dataset_size", dataset_size), ("input_shape", input_shape),
-                                          ("example_input", example_input)) if value is not None]
-    if dataset is not None and described:
-        raise ValueError(f"{', '.join(described)}: the data set gives its size and samples; give the dataset or "
-                         "describe it, not both")
-    if dataset is None and target_loss is not None:
-        raise ValueError("target_loss: the steps to a loss are predicted from the data itself (predict_steps); "
-                         "give the dataset")
-    if dataset is None and dataset_size is None:
-        raise ValueError("give the dataset, or with epochs describe it: dataset_size (samples per epoch) and "
-                         "input_shape (one sample's, without the batch) or example_input")
+    check_data_source(dataset is not None, target_loss is not None,
+                      dict(dataset_size=dataset_size, input_shape=input_shape, example_input=example_input))
     if dataset is not None:
         dataset_size = dataset_length(dataset)
         example_input, _ = dataset_arrays(dataset, [0])

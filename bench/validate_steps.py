@@ -4,10 +4,16 @@ rates, batch sizes and momenta, against a baseline that extrapolates an exponent
 
 Set-up: scikit-learn's digits (1,797 8x8 images, 10 classes, pixels / 16); an MLP 64-H-H-10 (tanh; H = 64, or
 --hidden), or with --model cnn a CNN on the 8x8 images (3x3 convolutions 1-C, C-2C, max-pool 2, 2C-2C, each with
-tanh, then a linear layer to 10; C = --hidden), pre-trained on the five classes 0-4 (SGD, lr 0.1, momentum 0.9,
-30 epochs, seed 0), then fine-tuned on all ten classes with plain PyTorch SGD (cross-entropy), batches from
-prenet.loss_dynamics.batch_order (seed 123), the training loss on all 1,797 samples evaluated after every step, up
-to CAP steps.
+tanh, then a linear layer to 10; C = --hidden), with --model resnet a CNN with batch norms and a residual block
+(3x3 convolution 1-C, a residual block of two C-C ones, max-pool 2, C-2C, each convolution followed by a batch norm
+and ReLU, average pool, linear to 10), or with --model vit a vision Transformer (2x2 patches: 16 tokens of width
+D = --hidden, a learned position embedding, two pre-norm blocks of 4-head attention written with linear layers,
+matmul and softmax and a GELU MLP 2D wide, a layer norm, the tokens' mean, linear to 10); pre-trained on the five
+classes 0-4 (SGD, lr 0.1, momentum 0.9, 30 epochs, seed 0; lr 0.03 for the Transformer), then fine-tuned on all ten
+classes with plain PyTorch SGD (cross-entropy) in training mode (batch norms on the batch's statistics), batches
+from prenet.loss_dynamics.batch_order (seed 123), the training loss on all 1,797 samples evaluated in eval mode
+after every step, up to CAP steps. predict_steps linearises the network in eval mode (batch norms on their running
+statistics).
 Columns: `predicted` (predict_steps with its defaults: subset 256, 4 sampled runs), its steps extrapolated from
 nested subsets by each form of prenet.training_steps.EXTRAPOLATIONS, `linearised, all data` (the linearised
 model trained for real on all samples: what the method would give with an unlimited subset), `exp. fit`
@@ -15,7 +21,7 @@ model trained for real on all samples: what the method would give with an unlimi
 actual; a prediction that never reaches a target the real run reaches counts at the cap. The linearised model on
 all data needs its explicit Jacobian (samples x outputs x parameters); above JACOBIAN_LIMIT entries (a wide MLP)
 that column is left out.
-Usage: python bench/validate_steps.py [--model mlp|cnn] [--hidden 64] [--lrs 0.01 0.05 0.2]
+Usage: python bench/validate_steps.py [--model mlp|cnn|resnet|vit] [--hidden 64] [--lrs 0.01 0.05 0.2]
                                        [--out bench/results/steps_validation.md]
 """
 import argparse
@@ -31,6 +37,7 @@ import torch
 
 import prenet
 from prenet.loss_dynamics import batch_order, first_step_below
+from prenet.model_state import in_mode
 from prenet.training_steps import EXTRAPOLATIONS, _checkpoints
 from report import RESULTS
 
@@ -53,15 +60,87 @@ def digits():
 def network_name(kind, hidden):
     if kind == "mlp":
         return f"MLP 64-{hidden}-{hidden}-10"
+    if kind == "resnet":
+        return f"CNN with batch norms, conv 1-{hidden}, residual {hidden}-{hidden}-{hidden}, pool, {2 * hidden}"
+    if kind == "vit":
+        return f"vision Transformer, 16 tokens of {hidden}, 2 blocks"
     return f"CNN conv 1-{hidden}-{2 * hidden}-pool-{2 * hidden}, linear {2 * hidden * 16}-10"
 
 
+def conv_norm(channels_in, channels_out):
+    """A 3x3 convolution (no bias: the batch norm shifts) and its batch norm."""
+    nn = torch.nn
+    return nn.Sequential(nn.Conv2d(channels_in, channels_out, 3, padding=1, bias=False), nn.BatchNorm2d(channels_out))
+
+
+class Residual(torch.nn.Module):
+    """ReLU(x + conv_norm(ReLU(conv_norm(x))))."""
+
+    def __init__(self, channels):
+        super().__init__()
+        self.first, self.second = conv_norm(channels, channels), conv_norm(channels, channels)
+
+    def forward(self, x):
+        return torch.relu(x + self.second(torch.relu(self.first(x))))
+
+
+class Attention(torch.nn.Module):
+    """Multi-head self-attention written with linear layers, matmul and softmax (as Hugging Face's models write it)."""
+
+    def __init__(self, width, heads=4):
+        super().__init__()
+        self.heads, self.qkv, self.out = heads, torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, width)
+
+    def forward(self, x):
+        samples, tokens, width = x.shape
+        q, k, v = self.qkv(x).reshape(samples, tokens, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        weights = torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, dim=-1)
+        return self.out((weights @ v).transpose(1, 2).reshape(samples, tokens, width))
+
+
+class Block(torch.nn.Module):
+    """A pre-norm Transformer block: x + attention(LN(x)), then + MLP(LN(x)), the MLP twice as wide, GELU."""
+
+    def __init__(self, width):
+        super().__init__()
+        nn = torch.nn
+        self.norm1, self.attention, self.norm2 = nn.LayerNorm(width), Attention(width), nn.LayerNorm(width)
+        self.mlp = nn.Sequential(nn.Linear(width, 2 * width), nn.GELU(), nn.Linear(2 * width, width))
+
+    def forward(self, x):
+        x = x + self.attention(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class VisionTransformer(torch.nn.Module):
+    """2x2 patches of an 8x8 image as 16 tokens, a learned position embedding, two blocks, a layer norm, the tokens'
+    mean, a linear head to 10."""
+
+    def __init__(self, width):
+        super().__init__()
+        nn = torch.nn
+        self.patches = nn.Conv2d(1, width, 2, stride=2)
+        self.position = nn.Parameter(0.02 * torch.randn(16, width))
+        self.blocks = nn.Sequential(Block(width), Block(width))
+        self.norm, self.head = nn.LayerNorm(width), nn.Linear(width, 10)
+
+    def forward(self, images):
+        tokens = self.patches(images).flatten(2).transpose(1, 2) + self.position
+        return self.head(self.norm(self.blocks(tokens)).mean(1))
+
+
 def network(kind, hidden):
-    """(the MLP 64-hidden-hidden-10 or the CNN with hidden channels (module docstring), its name)."""
+    """(the network of `kind` with `hidden` units or channels (module docstring), its name)."""
     nn = torch.nn
     if kind == "mlp":
         model = nn.Sequential(nn.Linear(64, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh(),
                               nn.Linear(hidden, 10))
+    elif kind == "resnet":
+        model = nn.Sequential(conv_norm(1, hidden), nn.ReLU(), Residual(hidden), nn.MaxPool2d(2),
+                              conv_norm(hidden, 2 * hidden), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                              nn.Linear(2 * hidden, 10))
+    elif kind == "vit":
+        model = VisionTransformer(hidden)
     else:
         model = nn.Sequential(nn.Conv2d(1, hidden, 3, padding=1), nn.Tanh(),
                               nn.Conv2d(hidden, 2 * hidden, 3, padding=1), nn.Tanh(), nn.MaxPool2d(2),
@@ -76,7 +155,7 @@ def pretrained(inputs, labels, kind, hidden):
     model, _ = network(kind, hidden)
     half = labels < 5
     x, y = inputs[half], labels[half]
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.03 if kind == "vit" else 0.1, momentum=0.9)
     for _ in range(30):
         for rows in torch.randperm(len(x)).split(32):
             optimizer.zero_grad()
@@ -85,20 +164,23 @@ def pretrained(inputs, labels, kind, hidden):
     return model
 
 
-def fine_tune(model, inputs, labels, lr, batch, momentum, stop_loss):
-    """Real SGD from the model's weights: (training loss after 0, 1, ... steps, seconds spent in the steps)."""
+def fine_tune(model, inputs, labels, lr, batch, momentum, stop_loss, training_mode=True):
+    """Real SGD from the model's weights, its steps in training mode or, without `training_mode`, in eval mode
+    (batch norms frozen: their running statistics, as predict_steps linearises the network): (training loss after
+    0, 1, ... steps, seconds spent in the steps)."""
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     order = batch_order(len(inputs), batch, ORDER_SEED)
     losses, seconds = [], 0.0
     for step in range(CAP + 1):
-        with torch.no_grad():
+        with torch.no_grad(), in_mode(model, False):
             losses.append(torch.nn.functional.cross_entropy(model(inputs), labels).item())
         if losses[-1] <= stop_loss or step == CAP or not np.isfinite(losses[-1]):
             break
         rows = torch.as_tensor(next(order))
         started = time.perf_counter()
         optimizer.zero_grad()
-        torch.nn.functional.cross_entropy(model(inputs[rows]), labels[rows]).backward()
+        with in_mode(model, training_mode):
+            torch.nn.functional.cross_entropy(model(inputs[rows]), labels[rows]).backward()
         optimizer.step()
         seconds += time.perf_counter() - started
     return np.array(losses), seconds
@@ -115,6 +197,8 @@ def exponential_baseline(losses, target):
 
     t = np.arange(min(BASELINE_STEPS, len(losses)))
     y = losses[:len(t)]
+    if not np.isfinite(y).all():  # the run diverged within them
+        return None
     try:
         (a, b, c), _ = curve_fit(lambda s, a, b, c: c + a * np.exp(-b * s), t, y, p0=(y[0] - y[-1], 0.1, y[-1]),
                                  maxfev=20000)
@@ -125,16 +209,23 @@ def exponential_baseline(losses, target):
     return max(0, int(np.ceil(np.log(a / (target - c)) / b)))
 
 
-def linearised_all_data(model, inputs, labels, lr, batch, momentum, targets):
-    """Steps at which the linearised model, trained for real on every sample (explicit Jacobian, float32),
-    reaches each target (its loss evaluated at predict_steps' checkpoints: every step to 200, then every 0.5%)."""
+def all_data_jacobian(model, inputs):
+    """(the Jacobian of the outputs over every parameter on all `inputs` (samples, outputs, parameters), the outputs),
+    float32, of the network linearised as predict_steps does (eval mode: batch norms on their running statistics)."""
     from prenet.tangent_kernel import jacobian_chunks, model_outputs
 
-    jacobian = torch.cat(list(jacobian_chunks(model, inputs))).float()
-    f0 = torch.from_numpy(model_outputs(model, inputs)).float()
+    with in_mode(model, False):
+        jacobian = torch.cat(list(jacobian_chunks(model, inputs))).float()
+        return jacobian, torch.from_numpy(model_outputs(model, inputs)).float()
+
+
+def linearised_all_data(jacobian, f0, labels, lr, batch, momentum, targets):
+    """Steps at which the linearised model (all_data_jacobian's `jacobian` and outputs `f0`), trained for real on
+    every sample, reaches each target (its loss evaluated at predict_steps' checkpoints: every step to 200, then
+    every 0.5%)."""
     delta = torch.zeros(jacobian.shape[2], requires_grad=True)
     optimizer = torch.optim.SGD([delta], lr=lr, momentum=momentum)
-    order = batch_order(len(inputs), batch, ORDER_SEED)
+    order = batch_order(len(f0), batch, ORDER_SEED)
     checkpoints = _checkpoints(CAP)          # the loss on all samples at predict_steps' checkpoints only
     losses = []
     torch.set_num_threads(2)
@@ -167,22 +258,27 @@ def summary(values):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", choices=("mlp", "cnn"), default="mlp", help="the network (docstring)")
-    parser.add_argument("--hidden", type=int, default=64, help="width of the MLP's two hidden layers, or the "
-                        "CNN's first channels")
+    parser.add_argument("--model", choices=("mlp", "cnn", "resnet", "vit"), default="mlp",
+                        help="the network (docstring)")
+    parser.add_argument("--hidden", type=int, default=64, help="width of the MLP's two hidden layers, the CNNs' "
+                        "first channels, or the Transformer's width")
+    parser.add_argument("--batch-norm", choices=("training", "frozen"), default="training",
+                        help="fine-tune with batch norms on the batch's statistics (training mode) or frozen on "
+                        "their running ones (eval mode)")
     parser.add_argument("--lrs", type=float, nargs="+", default=GRID["lr"], help="the grid's learning rates")
     parser.add_argument("--out", default=RESULTS / "steps_validation.md")
     args = parser.parse_args()
     grid = {**GRID, "lr": tuple(args.lrs)}
     torch.set_num_threads(1)
     inputs, labels = digits()
-    if args.model == "cnn":
+    if args.model != "mlp":
         inputs = inputs.reshape(-1, 1, 8, 8)
     model = pretrained(inputs, labels, args.model, args.hidden)
     parameters = sum(p.numel() for p in model.parameters())
     all_data = len(inputs) * 10 * parameters <= JACOBIAN_LIMIT
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    with torch.no_grad():
+    linearisation = all_data_jacobian(model, inputs) if all_data else None  # the same weights in every configuration
+    with torch.no_grad(), in_mode(model, False):
         initial = torch.nn.functional.cross_entropy(model(inputs), labels).item()
     targets = [f * initial for f in FRACTIONS]
     rows, kernel = [], None
@@ -194,9 +290,10 @@ def main():
         nested = prenet.predict_steps(model, (inputs, labels), target_loss=targets, lr=lr, batch=batch,
                                       momentum=momentum, subset=SUBSET, max_steps=CAP, extrapolate="log",
                                       kernel=kernel)
-        linear = (linearised_all_data(model, inputs, labels, lr, batch, momentum, targets) if all_data else
+        linear = (linearised_all_data(*linearisation, labels, lr, batch, momentum, targets) if all_data else
                   [None] * len(targets))
-        losses, train_seconds = fine_tune(model, inputs, labels, lr, batch, momentum, min(targets))
+        losses, train_seconds = fine_tune(model, inputs, labels, lr, batch, momentum, min(targets),
+                                          args.batch_norm == "training")
         for fraction, target, p, lin in zip(FRACTIONS, targets, predicted.steps, linear):
             actual = first_below(losses, target)
             forms = {f"extrapolated_{form}": nested.steps_to(target, form) for form in EXTRAPOLATIONS}
@@ -212,12 +309,14 @@ def main():
 
 def write(rows, initial, kernel, out, args, all_data):
     hidden, lrs, label = args.hidden, args.lrs, network_name(args.model, args.hidden)
+    label += ", batch norms frozen" if args.batch_norm == "frozen" else ""
     default = inspect.signature(prenet.predict_steps).parameters["extrapolate"].default
     methods = [("predicted", f"predict_steps (extrapolate={default})"),
                ("linearised", "linearised, all data"), ("baseline", f"exp. fit, first {BASELINE_STEPS} steps")]
     if not all_data:
         methods = [m for m in methods if m[0] != "linearised"]
     options = (f" --model {args.model}" if args.model != "mlp" else "") + (
+        " --batch-norm frozen" if args.batch_norm == "frozen" else "") + (
         f" --hidden {hidden}" if hidden != 64 else "") + (
         f" --lrs {' '.join(map(str, lrs))}" if tuple(lrs) != GRID["lr"] else "")
     command = "python bench/validate_steps.py" + (f"{options} --out {out}" if options else "")

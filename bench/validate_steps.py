@@ -38,6 +38,7 @@ import torch
 import prenet
 from prenet.loss_dynamics import batch_order, first_step_below
 from prenet.model_state import in_mode
+from prenet.reference_models import _eager_attention, _merge_heads, _split_heads
 from prenet.training_steps import EXTRAPOLATIONS, _checkpoints
 from report import RESULTS
 
@@ -85,17 +86,16 @@ class Residual(torch.nn.Module):
 
 
 class Attention(torch.nn.Module):
-    """Multi-head self-attention written with linear layers, matmul and softmax (as Hugging Face's models write it)."""
+    """Multi-head self-attention written with linear layers, matmul and softmax (the reference models' eager
+    attention, as Hugging Face's models write it)."""
 
     def __init__(self, width, heads=4):
         super().__init__()
         self.heads, self.qkv, self.out = heads, torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, width)
 
     def forward(self, x):
-        samples, tokens, width = x.shape
-        q, k, v = self.qkv(x).reshape(samples, tokens, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
-        weights = torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, dim=-1)
-        return self.out((weights @ v).transpose(1, 2).reshape(samples, tokens, width))
+        q, k, v = (_split_heads(part, self.heads) for part in self.qkv(x).chunk(3, dim=-1))
+        return self.out(_merge_heads(_eager_attention(q, k, v)))
 
 
 class Block(torch.nn.Module):
@@ -171,18 +171,18 @@ def fine_tune(model, inputs, labels, lr, batch, momentum, stop_loss, training_mo
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
     order = batch_order(len(inputs), batch, ORDER_SEED)
     losses, seconds = [], 0.0
-    for step in range(CAP + 1):
-        with torch.no_grad(), in_mode(model, False):
-            losses.append(torch.nn.functional.cross_entropy(model(inputs), labels).item())
-        if losses[-1] <= stop_loss or step == CAP or not np.isfinite(losses[-1]):
-            break
-        rows = torch.as_tensor(next(order))
-        started = time.perf_counter()
-        optimizer.zero_grad()
-        with in_mode(model, training_mode):
+    with in_mode(model, training_mode):
+        for step in range(CAP + 1):
+            with torch.no_grad(), in_mode(model, False):
+                losses.append(torch.nn.functional.cross_entropy(model(inputs), labels).item())
+            if losses[-1] <= stop_loss or step == CAP or not np.isfinite(losses[-1]):
+                break
+            rows = torch.as_tensor(next(order))
+            started = time.perf_counter()
+            optimizer.zero_grad()
             torch.nn.functional.cross_entropy(model(inputs[rows]), labels[rows]).backward()
-        optimizer.step()
-        seconds += time.perf_counter() - started
+            optimizer.step()
+            seconds += time.perf_counter() - started
     return np.array(losses), seconds
 
 

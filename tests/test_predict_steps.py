@@ -232,7 +232,8 @@ class SharedLayer(torch.nn.Module):
                                  torch.nn.Linear(16, 16, bias=False), torch.nn.BatchNorm1d(16),
                                  torch.nn.Linear(16, 3)), 8),
     (SharedLayer, 6),
-], ids=["mlp", "norms-and-no-bias", "shared-layer"])
+    (lambda: torch.nn.Linear(8, 4), 8),   # the layer is the model: its parameters are named "weight", "bias"
+], ids=["mlp", "norms-and-no-bias", "shared-layer", "a-layer-alone"])
 def test_factored_linear_layers_give_the_exact_kernel(build, features):
     from prenet.layer_sensitivities import qualifying_layers
 

@@ -237,8 +237,9 @@ def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_la
         raise ValueError("the model has no trainable parameters to linearise")
     positions = {}
     layers = qualifying_layers(model, inputs, positions) if factor_layers else {}
-    factored = {f"{name}.{p}" for name, layer in layers.items() for p, v in layer.named_parameters()
-                if v.requires_grad}
+    # the parameters' names in the model (a factored layer may be the model itself, named "")
+    factored = {".".join(filter(None, (name, p))) for name, layer in layers.items()
+                for p, v in layer.named_parameters() if v.requires_grad}
     rest = {name: v.numel() for name, v in model.named_parameters() if v.requires_grad and name not in factored}
     rest_params = sum(rest.values())
     # linear layers on batches of vectors: their share factored (prenet.linear_layer_kernel); convolutions and linear

@@ -14,11 +14,13 @@ classes with plain PyTorch SGD (cross-entropy) in training mode (batch norms on 
 from prenet.loss_dynamics.batch_order (seed 123), the training loss on all 1,797 samples evaluated in eval mode
 after every step, up to CAP steps. predict_steps linearises the network in eval mode (batch norms on their running
 statistics).
-Columns: `predicted` (predict_steps with its defaults: subset 256, 4 sampled runs), its steps extrapolated from
+Columns: `predicted` (predict_steps with its defaults: subset 256, 4 sampled runs, the linearisation checked over
+30 real steps), its steps extrapolated from
 nested subsets by each form of prenet.training_steps.EXTRAPOLATIONS, `linearised, all data` (the linearised
 model trained for real on all samples: what the method would give with an unlimited subset), `exp. fit`
 (c + a exp(-b t) fitted to the first BASELINE_STEPS steps of the real curve). Errors are |predicted - actual| /
-actual; a prediction that never reaches a target the real run reaches counts at the cap. The linearised model on
+actual; a prediction that never reaches a target the real run reaches counts at the cap. The errors are also given
+by the verdict of predict_steps' check (prenet.linearisation_check). The linearised model on
 all data needs its explicit Jacobian (samples x outputs x parameters); above JACOBIAN_LIMIT entries (a wide MLP)
 that column is left out.
 Usage: python bench/validate_steps.py [--model mlp|cnn|resnet|vit] [--hidden 64] [--lrs 0.01 0.05 0.2]
@@ -30,6 +32,7 @@ import itertools
 import platform
 import statistics
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -269,6 +272,7 @@ def main():
     parser.add_argument("--out", default=RESULTS / "steps_validation.md")
     args = parser.parse_args()
     grid = {**GRID, "lr": tuple(args.lrs)}
+    warnings.simplefilter("ignore", prenet.LinearisationWarning)   # the check's verdict is reported per configuration
     torch.set_num_threads(1)
     inputs, labels = digits()
     if args.model != "mlp":
@@ -289,7 +293,7 @@ def main():
         kernel = predicted.kernel
         nested = prenet.predict_steps(model, (inputs, labels), target_loss=targets, lr=lr, batch=batch,
                                       momentum=momentum, subset=SUBSET, max_steps=CAP, extrapolate="log",
-                                      kernel=kernel)
+                                      kernel=kernel, check_steps=0)
         linear = (linearised_all_data(*linearisation, labels, lr, batch, momentum, targets) if all_data else
                   [None] * len(targets))
         losses, train_seconds = fine_tune(model, inputs, labels, lr, batch, momentum, min(targets),
@@ -300,10 +304,10 @@ def main():
             rows.append(dict(lr=lr, batch=batch, momentum=momentum, fraction=fraction, actual=actual, predicted=p,
                              linearised=lin, baseline=exponential_baseline(losses, target), **forms,
                              predict_seconds=predicted.seconds, train_seconds=train_seconds,
-                             steps_trained=len(losses) - 1))
+                             steps_trained=len(losses) - 1, check=predicted.check))
         print(f"lr {lr} batch {batch} momentum {momentum}: actual "
               f"{[r['actual'] for r in rows[-3:]]} predicted {predicted.steps} ({predicted.seconds:.1f} s; "
-              f"training {train_seconds:.1f} s)", flush=True)
+              f"training {train_seconds:.1f} s; {predicted.check.summary})", flush=True)
     write(rows, initial, kernel, Path(args.out), args, all_data)
 
 
@@ -337,6 +341,7 @@ def write(rows, initial, kernel, out, args, all_data):
         cells = [r for r in rows if r["fraction"] == fraction]
         lines.append(f"| {fraction:.0%} | " + " | ".join(summary([error(r[k], r["actual"]) for r in cells])[0]
                                                           for k, _ in methods) + " |")
+    lines += check_section(rows)
     lines += ["", "## Carrying the subset to the whole set", "",
               f"Extrapolated from nested subsets of the {SUBSET}-sample one ({SUBSET} x 2^(-k/2), those of two "
               "batches or more) with each form, judged against the real run and "
@@ -355,18 +360,21 @@ def write(rows, initial, kernel, out, args, all_data):
     kernel_seconds = kernel.seconds
     simulate = [r["predict_seconds"] for r in configs]
     train = [r["train_seconds"] for r in configs]
+    checks = [r["check"].seconds for r in configs]
     lines += ["", "## Cost", "",
               f"Tangent kernel (256 samples x 10 outputs, {kernel.parameters} parameters, computed once and reused "
-              f"by every configuration): {kernel_seconds:.1f} s. Per configuration, the simulation (4 sampled runs): "
-              f"median {statistics.median(simulate):.1f} s. Real training to the lowest target (steps only, loss "
-              f"evaluations excluded): median "
+              f"by every configuration): {kernel_seconds:.1f} s. Per configuration, the simulation (4 sampled runs) "
+              f"and the check: median {statistics.median(simulate):.1f} s, of which the check's "
+              f"{configs[0]['check'].steps} real steps median {statistics.median(checks):.2f} s. Real training to "
+              f"the lowest target "
+              f"(steps only, loss evaluations excluded): median "
               f"{statistics.median(train):.2f} s, max {max(train):.2f} s. All {len(configs)} configurations: "
               f"predicted in {sum(simulate):.1f} s (the kernel included once), trained in {sum(train):.1f} s; "
               f"prediction / training {sum(simulate) / sum(train):.2f}.", "",
-              "| lr | batch | momentum | steps trained | training s | prediction s (first incl. kernel) |",
-              "|---|---|---|---|---|---|"]
+              "| lr | batch | momentum | steps trained | training s | prediction s (first incl. kernel) | check s |",
+              "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['lr']} | {r['batch']} | {r['momentum']} | {r['steps_trained']} | {r['train_seconds']:.2f} | "
-              f"{r['predict_seconds']:.2f} |" for r in configs]
+              f"{r['predict_seconds']:.2f} | {r['check'].seconds:.2f} |" for r in configs]
     forms = list(EXTRAPOLATIONS)
     lines += ["", "## Every cell", "", "| lr | batch | momentum | target | actual | predicted | "
               + " | ".join(f"{form} extrap." for form in forms) + " | linearised, all data | exp. fit |",
@@ -381,6 +389,40 @@ def write(rows, initial, kernel, out, args, all_data):
     plot(rows, out.with_suffix(".png"), label)
     print("\n".join(lines[:16]))
     print(f"written {out} and {out.with_suffix('.png')}")
+
+
+def check_section(rows):
+    """The lines of the report on predict_steps' linearisation check: the errors of the cells it passes and fails,
+    and each configuration's verdict."""
+    from prenet.linearisation_check import GAP_LIMIT, PACE_LIMIT
+
+    verdicts = {True: "holds", False: "fails", None: "not judged"}
+    lines = ["", "## The linearisation check", "",
+             f"predict_steps' check: {rows[0]['check'].steps} real SGD steps (training mode) on the kernel's "
+             f"{SUBSET} samples against the linearised model's on the same batches; it fails where the network "
+             f"needs more than {PACE_LIMIT:g} times the linearised model's steps or less than 1/{PACE_LIMIT:g} of "
+             f"them, or where the losses stay more than {np.exp(GAP_LIMIT):.2g} times apart at the best pace "
+             "(root-mean-square). The errors of predict_steps' steps (median / 90th percentile) by verdict:", "",
+             "| verdict | configurations | cells | error of steps |", "|---|---|---|---|"]
+    for holds, name in verdicts.items():
+        cells = [r for r in rows if r["check"].holds is holds]
+        if cells:
+            errors = [error(r["predicted"], r["actual"]) for r in cells]
+            median, p90 = summary(errors)
+            lines.append(f"| {name} | {len(cells) // len(FRACTIONS)} | {sum(e is not None for e in errors)} | "
+                         f"{median} / {p90} |")
+    lines += ["", "| lr | batch | momentum | pace | gap | verdict | error of steps at 50 / 20 / 10% |",
+              "|---|---|---|---|---|---|---|"]
+    for start in range(0, len(rows), len(FRACTIONS)):
+        cells = rows[start:start + len(FRACTIONS)]
+        check = cells[0]["check"]
+        errors = " / ".join("n/a" if e is None else f"{100 * e:.0f}%"
+                            for e in (error(r["predicted"], r["actual"]) for r in cells))
+        pace = "n/a" if check.pace is None else f"{check.pace:.2g}"
+        gap = "n/a" if check.gap is None else f"{check.gap:.2f}"
+        lines.append(f"| {check.lr} | {check.batch} | {check.momentum} | {pace} | {gap} | "
+                     f"{verdicts[check.holds]} | {errors} |")
+    return lines
 
 
 def plot(rows, path, label):

@@ -175,8 +175,9 @@ def test_an_unreachable_target_is_said_so():
     assert f"does not reach 1e-06 within 50 steps (lowest predicted loss {prediction.curve.min():.4g})" in repr(
         prediction)
     # far too large a learning rate: the loss rises, and the statement says why the target is not reached
-    diverging = prenet.predict_steps(model, small_data("cross_entropy"), lr=500.0, batch=5, target_loss=1e-6,
-                                     max_steps=50, kernel=prediction.kernel)
+    with pytest.warns(prenet.LinearisationWarning, match="the network leaves its linearisation"):
+        diverging = prenet.predict_steps(model, small_data("cross_entropy"), lr=500.0, batch=5, target_loss=1e-6,
+                                         max_steps=50, kernel=prediction.kernel)
     assert diverging.rises and diverging.curve[-1] > diverging.curve[0]
     assert "the learning rate is too large for the linearised model" in repr(diverging)
 
@@ -713,6 +714,12 @@ def test_the_command_line_gives_the_training_time_of_a_users_model_and_data(run_
     assert predicted["steps_from"] == "predict_steps" and predicted["steps"] == expected.steps
     assert predicted["target_loss"] == 0.8 and predicted["initial_loss"] > 0.8
     assert predicted["total_seconds"] == pytest.approx(expected.total_seconds, rel=1e-9)
+    check = expected.steps_prediction.check
+    assert predicted["linearisation_check"] == {"holds": check.holds, "pace": check.pace, "gap": check.gap,
+                                                "steps": 30, "said": str(check)}
+    unchecked = run_prenet("training", *common, "--target-loss", "0.8", "--lr", "0.5", "--subset", "32",
+                           "--check-steps", "0", "--no-progress")
+    assert unchecked.returncode == 0 and json.loads(unchecked.stdout)["linearisation_check"] is None
     sys.modules.pop("user_training")
 
     capped = run_prenet("training", *common, "--target-loss", "0.01", "--lr", "0.5", "--subset", "32",

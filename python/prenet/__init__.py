@@ -14,6 +14,7 @@ from .catalog import find_gpu, gpus
 from .compare import compare
 from .estimate import predict
 from .layers import layer_features, layer_kinds
+from .linearisation_check import LinearisationWarning
 from .measure import measure
 from .memory import training_memory
 from .model_features import model_features
@@ -21,6 +22,6 @@ from .predictors import UnsupportedPrecision, layer_time, predict_layer
 from .training_steps import predict_steps
 from .training_time import predict_training
 
-__all__ = ["__version__", "UnsupportedPrecision", "compare", "find_gpu", "gpus", "layer_features", "layer_kinds",
-           "layer_time", "measure", "model_features", "predict", "predict_layer", "predict_steps", "predict_training",
-           "training_memory"]
+__all__ = ["__version__", "LinearisationWarning", "UnsupportedPrecision", "compare", "find_gpu", "gpus",
+           "layer_features", "layer_kinds", "layer_time", "measure", "model_features", "predict", "predict_layer",
+           "predict_steps", "predict_training", "training_memory"]

@@ -5,6 +5,8 @@ import sys
 import textwrap
 import warnings
 
+from .linearisation_check import CHECK_STEPS
+
 # Columns of the printed feature table; the CSV written with --csv holds every feature.
 SUMMARY_COLUMNS = ["name", "kind", "input_shape", "co", "forward_flops", "backward_flops", "forward_bytes",
                    "ct_ms", "train_roofline_ms"]
@@ -148,7 +150,8 @@ def _training(args):
     model, inputs = build_model(args.model, args.input_shape)
     data = {"dataset": build_dataset(args.data)} if args.data else dict(inputs, dataset_size=args.dataset_size)
     steps_options = {} if args.epochs is not None else dict(loss=args.loss, subset=args.subset,
-                                                            max_steps=args.max_steps, progress=not args.no_progress)
+                                                            max_steps=args.max_steps, check_steps=args.check_steps,
+                                                            progress=not args.no_progress)
     result = predict_training(model, gpu=args.gpu, batch=args.batch, lr=args.lr, momentum=args.momentum,
                               epochs=args.epochs, target_loss=args.target_loss, price_per_hour=args.price,
                               precision=args.precision, optimizer=args.optimizer, **data, **steps_options)
@@ -165,7 +168,10 @@ def _training(args):
                       "memory_gib": result.estimate.memory.streamed / 2 ** 30, "fits": result.estimate.fits,
                       "steps_from": "epochs" if steps is None else "predict_steps",
                       "initial_loss": None if steps is None else steps.initial_loss,
-                      "target_loss": None if steps is None else steps.target_loss}))
+                      "target_loss": None if steps is None else steps.target_loss,
+                      "linearisation_check": None if steps is None or steps.check is None else
+                      {"holds": steps.check.holds, "pace": steps.check.pace, "gap": steps.check.gap,
+                       "steps": steps.check.steps, "said": str(steps.check)}}))
 
 
 def _measure(args):
@@ -364,6 +370,9 @@ def parser():
                    "default 256)")
     t.add_argument("--max-steps", type=int, default=10000, help="with --target-loss: steps simulated before "
                    "saying the target is not reached (default 10000)")
+    t.add_argument("--check-steps", type=int, default=CHECK_STEPS, help="with --target-loss: real SGD steps "
+                   "compared with the linearised model's, to warn where the network leaves it (default "
+                   f"{CHECK_STEPS}; 0: none)")
     t.add_argument("--optimizer", help="with --epochs: the step's optimizer as predict takes it (default: SGD, "
                    "with momentum when --momentum > 0)")
     t.add_argument("--precision", default="fp32", help="as for predict (default fp32)")

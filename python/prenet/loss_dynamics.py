@@ -43,6 +43,13 @@ class CrossEntropy:
         np.put_along_axis(p, y[..., None], np.take_along_axis(p, y[..., None], axis=-1) - 1.0, axis=-1)
         return p / f.shape[-2]
 
+    @staticmethod
+    def of_tensors(outputs, targets):
+        """The same loss of a batch of torch tensors, for autograd."""
+        import torch
+
+        return torch.nn.functional.cross_entropy(outputs, targets)
+
 
 class MeanSquared:
     """torch.nn.MSELoss (mean over every element) on predictions f (..., n, K) and targets y (n, K)."""
@@ -62,6 +69,13 @@ class MeanSquared:
     def gradient(f, y):
         # d mean((f - y)^2) / d f = 2 (f - y) / (b K)
         return 2.0 * (f - y) / (f.shape[-2] * f.shape[-1])
+
+    @staticmethod
+    def of_tensors(outputs, targets):
+        """The same loss of a batch of torch tensors, for autograd."""
+        import torch
+
+        return torch.nn.functional.mse_loss(outputs, targets.to(outputs.dtype))
 
 
 LOSSES = {loss.name: loss for loss in (CrossEntropy, MeanSquared)}

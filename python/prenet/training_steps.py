@@ -16,10 +16,12 @@ the noise of the subsets' steps (bench/results/steps_validation.md).
 """
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from .linearisation_check import CHECK_STEPS, LinearisationWarning, check_linearisation
 from .loss_dynamics import NOISE, FunctionSpaceSGD, find_loss, first_step_below, mse_mean_curve
 from .tangent_kernel import TangentKernel, model_outputs, tangent_kernel
 
@@ -35,7 +37,9 @@ SUBSET_LEVELS = 5
 class StepsPrediction:
     """A predicted training-loss curve for the whole data set (`curve` at `curve_steps`) and the first step
     reaching each target (`steps`: an int, or None when not reached within `max_steps`; a list when several
-    targets were given). `subset_curves`: {subset size: (steps, losses)} of the linearised model's SGD."""
+    targets were given). `subset_curves`: {subset size: (steps, losses)} of the linearised model's SGD; `check`:
+    the network's first real steps against the linearised model's (prenet.linearisation_check), None when not
+    asked for."""
     loss: str
     lr: float
     batch: int
@@ -55,6 +59,7 @@ class StepsPrediction:
     subset_indices: np.ndarray = field(repr=False)
     kernel_seconds: float = 0.0
     simulation_seconds: float = 0.0
+    check: object = field(default=None, repr=False)
 
     @property
     def subset_sizes(self):
@@ -75,8 +80,9 @@ class StepsPrediction:
 
     @property
     def seconds(self):
-        """What the prediction cost: the kernel (nothing when one was passed back in) and the simulation."""
-        return self.kernel_seconds + self.simulation_seconds
+        """What the prediction cost: the kernel (nothing when one was passed back in), the simulation and the
+        check's real steps."""
+        return self.kernel_seconds + self.simulation_seconds + (self.check.seconds if self.check else 0.0)
 
     def steps_to(self, target, extrapolation=None):
         """First step at which the predicted loss reaches `target`; None if not within max_steps. `extrapolation`:
@@ -94,9 +100,10 @@ class StepsPrediction:
         how = (f"extrapolated ({self.extrapolation}) from subsets of {', '.join(map(str, sizes))} to "
                f"{self.dataset_size} samples"
                if len(sizes) > 1 else f"linearised on {sizes[0]} of {self.dataset_size} samples")
+        checked = f"; {self.check.summary}" if self.check else ""
         return (f"<prenet steps: {self.loss} {self.initial_loss:.4g} at step 0, " + "; ".join(said or ["no target"])
-                + f" (lr {self.lr:g}, batch {self.batch}, momentum {self.momentum:g}, noise {self.noise}; {how}; "
-                f"cost {self.seconds:.2f} s)>")
+                + f" (lr {self.lr:g}, batch {self.batch}, momentum {self.momentum:g}, noise {self.noise}; {how}"
+                f"{checked}; cost {self.seconds:.2f} s)>")
 
     def to_frame(self):
         """The predicted curve as a DataFrame (step, loss)."""
@@ -115,6 +122,9 @@ class StepsPrediction:
                 ax.plot(steps, losses / losses[0] * self.initial_loss, lw=0.8, alpha=0.6,
                         label=f"linearised, {size} samples")
         ax.plot(self.curve_steps, self.curve, lw=2, label=f"predicted, {self.dataset_size} samples")
+        if self.check is not None and not self.check.diverged:
+            ax.plot(self.check.real_steps, self.check.real / self.check.real[0] * self.initial_loss, "o", ms=4,
+                    label=f"real SGD on the kernel's samples ({self.check.summary})")
         targets = self.target_loss if isinstance(self.target_loss, list) else [self.target_loss]
         for target in targets:
             if target is not None:
@@ -155,7 +165,7 @@ def dataset_length(dataset):
     return len(dataset)
 
 
-def _check(lr, batch, momentum, noise, runs, subset, max_steps, extrapolate):
+def _check(lr, batch, momentum, noise, runs, subset, max_steps, extrapolate, check_steps):
     for name, value, ok, want in (("lr", lr, lambda v: v > 0, "a number > 0"),
                                   ("momentum", momentum, lambda v: 0 <= v < 1, "a number in [0, 1)")):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
@@ -163,6 +173,8 @@ def _check(lr, batch, momentum, noise, runs, subset, max_steps, extrapolate):
     for name, value in (("batch", batch), ("runs", runs), ("subset", subset), ("max_steps", max_steps)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if isinstance(check_steps, bool) or not isinstance(check_steps, int) or check_steps < 0:
+        raise ValueError(f"check_steps must be an integer >= 0 (0: no check), got {check_steps!r}")
     if noise not in NOISE:
         raise ValueError(f"unknown noise treatment {noise!r}; known: {', '.join(NOISE)}")
     if extrapolate is not None and extrapolate not in EXTRAPOLATIONS:
@@ -255,7 +267,7 @@ def _as_targets(targets, loss_fn):
 
 def predict_steps(model, dataset, loss="cross_entropy", target_loss=None, lr=0.01, batch=32, momentum=0.0,
                   subset=256, projection_dim=None, max_steps=10000, noise="sampled", runs=4, extrapolate=None,
-                  seed=0, kernel=None, progress=False):
+                  seed=0, kernel=None, check_steps=CHECK_STEPS, progress=False):
     """Predicted training-loss curve of fine-tuning `model` with SGD (PyTorch's: learning rate `lr`, `momentum`,
     dampening 0) on `dataset` in batches of `batch`, and the first step reaching `target_loss` (a number or a list).
 
@@ -270,10 +282,14 @@ def predict_steps(model, dataset, loss="cross_entropy", target_loss=None, lr=0.0
     noise: "sampled" (`runs` independent shuffled batch sequences, averaged) or "mean" (full-batch drift).
     kernel: the `.kernel` of an earlier prediction on the same model, data, subset and seed, not to recompute it
     (nor the whole set's initial loss, which it keeps).
+    check_steps: real SGD steps (in training mode, on the kernel's samples; the model is given back as it was) whose
+    losses are compared with the linearised model's on the same batches (prenet.linearisation_check); where the
+    network leaves its linearisation, a LinearisationWarning says so and the steps predicted are not to be trusted.
+    0: no check.
     """
     import torch
 
-    _check(lr, batch, momentum, noise, runs, subset, max_steps, extrapolate)
+    _check(lr, batch, momentum, noise, runs, subset, max_steps, extrapolate, check_steps)
     loss_fn = find_loss(loss)
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -297,6 +313,10 @@ def predict_steps(model, dataset, loss="cross_entropy", target_loss=None, lr=0.0
         if target is not None and (isinstance(target, bool) or not isinstance(target, (int, float)) or target <= 0):
             raise ValueError(f"target_loss must be a number > 0 (or a list of them), got {target!r}")
 
+    check = (check_linearisation(model, inputs, targets, loss_fn, kernel, lr, momentum, batch, check_steps, seed)
+             if check_steps else None)
+    if check is not None and check.holds is False:
+        warnings.warn(f"{check}; the steps predicted are not to be trusted", LinearisationWarning, stacklevel=2)
     started = time.perf_counter()
     sizes = _subset_sizes(n, dataset_size, batch, extrapolate)
     if n == dataset_size:
@@ -322,7 +342,7 @@ def predict_steps(model, dataset, loss="cross_entropy", target_loss=None, lr=0.0
                            max_steps=max_steps, curve_steps=curve_steps, curve=curve, subset_curves=subset_curves,
                            kernel=kernel, subset_indices=indices,
                            kernel_seconds=kernel.seconds if fresh else 0.0,
-                           simulation_seconds=time.perf_counter() - started)
+                           simulation_seconds=time.perf_counter() - started, check=check)
 
 
 def _subset_curve(kernel, targets, loss_fn, size, checkpoints, stop_fraction, lr, momentum, batch, noise, runs, seed,

@@ -10,8 +10,9 @@ by a change of pace, real(t) ~ linearised(t / pace) in log loss relative to the 
 evaluated steps: pace 3 means three real steps for each step of the linearised model, so that predict_steps' steps
 are about three times too few. The check fails where the pace lies outside [1 / PACE_LIMIT, PACE_LIMIT], where the
 curves differ in shape at the best pace (root-mean-square gap of log losses above GAP_LIMIT) or where the real loss
-stops being finite. Both limits were set on bench/validate_steps.py's grids (bench/results/steps_validation*.md
-report the check beside each cell's error): there no cell of an MLP or tanh CNN predicted within 70% failed it.
+stops being finite. Both limits were set on a first experiment over bench/validate_steps.py's networks; how the
+verdict separates good predictions from bad in each of its reports: docs/steps_to_target_loss.md, "Knowing when it
+fails".
 """
 import copy
 import math

@@ -29,7 +29,6 @@ Usage: python bench/validate_steps.py [--model mlp|cnn|resnet|vit] [--hidden 64]
 import argparse
 import inspect
 import itertools
-import platform
 import statistics
 import time
 import warnings
@@ -39,6 +38,7 @@ import numpy as np
 import torch
 
 import prenet
+from prenet.host_cost import cpu_model
 from prenet.loss_dynamics import batch_order, first_step_below
 from prenet.model_state import in_mode
 from prenet.reference_models import _eager_attention, _merge_heads, _split_heads
@@ -328,7 +328,7 @@ def write(rows, initial, kernel, out, args, all_data):
              f"({len(rows) // len(FRACTIONS)} configurations x {len(FRACTIONS)} targets)", "",
              f"Regenerate: `{command}`. Set-up in the script's docstring. Initial training loss "
              f"{initial:.4f} (targets {', '.join(f'{f:.0%}' for f in FRACTIONS)} of it); cap {CAP} steps; "
-             f"torch {torch.__version__}, {platform.processor() or platform.machine()}, one thread.", "",
+             f"torch {torch.__version__}, {cpu_model()}, one thread.", "",
              "## Summary (relative error of predicted steps against the real run, cells it reached)", "",
              "| method | median | 90th percentile | cells |", "|---|---|---|---|"]
     for key, name in methods:

@@ -720,6 +720,11 @@ def test_the_command_line_gives_the_training_time_of_a_users_model_and_data(run_
     unchecked = run_prenet("training", *common, "--target-loss", "0.8", "--lr", "0.5", "--subset", "32",
                            "--check-steps", "0", "--no-progress")
     assert unchecked.returncode == 0 and json.loads(unchecked.stdout)["linearisation_check"] is None
+    too_fast = run_prenet("training", *common, "--target-loss", "0.8", "--lr", "50", "--subset", "32",
+                          "--no-progress")
+    assert too_fast.returncode == 0 and json.loads(too_fast.stdout)["linearisation_check"]["holds"] is False
+    assert "prenet: warning: 30 real SGD steps on the kernel's samples" in too_fast.stderr
+    assert "the network leaves its linearisation; the steps predicted are not to be trusted" in too_fast.stderr
     sys.modules.pop("user_training")
 
     capped = run_prenet("training", *common, "--target-loss", "0.01", "--lr", "0.5", "--subset", "32",

@@ -32,8 +32,10 @@ PACE_LIMIT = 2.0
 # ... or where real and linearised losses differ, at the best pace, by more than this root-mean-square of log ratios
 # (about 1.5 times apart).
 GAP_LIMIT = 0.4
-# Paces searched: from 1 / PACE_SEARCH to PACE_SEARCH (the linearised model is run PACE_SEARCH times the check's steps).
+# Paces searched: from 1 / PACE_SEARCH to PACE_SEARCH (the linearised model is run PACE_SEARCH times the check's steps),
+# PACE_POINTS of them evenly in log (1.75% apart).
 PACE_SEARCH = 8.0
+PACE_POINTS = 241
 # A check whose real and linearised losses both move less than this fraction of their start does not judge the pace.
 LEAST_MOVEMENT = 0.02
 
@@ -159,13 +161,13 @@ def _pace(evaluated, real, linearised):
     """(pace, gap): the factor s for which the linearised curve read at t / s best matches the real one at the
     evaluated steps t > 0, in log loss relative to each curve's start, and the root-mean-square gap left; pace None
     where neither curve moves by LEAST_MOVEMENT."""
-    real_log = np.log(real[1:] / real[0])
+    real_log = np.log(np.maximum(real[1:] / real[0], 1e-300))   # a loss fitted to 0 stays finite in log
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         linear_log = np.log(np.nan_to_num(linearised / linearised[0], nan=np.inf, posinf=1e300))
     moved = max(np.abs(real_log).max(), np.abs(linear_log[:int(evaluated[-1]) + 1]).max())
     if moved < -math.log(1 - LEAST_MOVEMENT):
         return None, float(np.sqrt(np.mean((real_log - linear_log[evaluated[1:]]) ** 2)))
-    paces = np.geomspace(1 / PACE_SEARCH, PACE_SEARCH, 241)
+    paces = np.geomspace(1 / PACE_SEARCH, PACE_SEARCH, PACE_POINTS)
     read = np.arange(len(linear_log))
     gaps = [np.sqrt(np.mean((np.interp(evaluated[1:] / pace, read, linear_log) - real_log) ** 2)) for pace in paces]
     best = int(np.argmin(gaps))

@@ -420,7 +420,7 @@ def check_section(rows):
                             for e in (error(r["predicted"], r["actual"]) for r in cells))
         pace = "n/a" if check.pace is None else f"{check.pace:.2g}"
         gap = "n/a" if check.gap is None else f"{check.gap:.2f}"
-        lines.append(f"| {check.lr} | {check.batch} | {check.momentum} | {pace} | {gap} | "
+        lines.append(f"| {cells[0]['lr']} | {cells[0]['batch']} | {cells[0]['momentum']} | {pace} | {gap} | "
                      f"{verdicts[check.holds]} | {errors} |")
     return lines
 

@@ -67,8 +67,8 @@ def test_the_pace_is_the_change_of_time_between_the_curves():
     assert pace == pytest.approx(3.0, rel=0.02) and gap < 0.02
     pace, _ = _pace(steps, np.exp(-0.1 * steps / 20.0), linearised)
     assert pace == PACE_SEARCH                   # beyond the search: its end, said to be a bound
-    check = LinearisationCheck(lr=0.1, batch=8, momentum=0.0, steps=30, real_steps=steps, real=real,
-                               linearised=linearised, pace=pace, gap=0.0, seconds=0.0)
+    check = LinearisationCheck(steps=30, real_steps=steps, real=real, linearised=linearised, pace=pace, gap=0.0,
+                               seconds=0.0)
     assert check.holds is False and "needs at least 8 real steps per step of the linearised model" in str(check)
     # the same pace but a curve of another shape fails on its gap
     bent = np.exp(-0.1 * steps / 3.0) * np.where(steps > 15, math.exp(3 * GAP_LIMIT), 1.0)

@@ -50,9 +50,6 @@ class LinearisationCheck:
     same batches (`linearised` after 0, 1, 2, ... steps); `pace` is real steps per linearised step (None when
     neither curve moved enough to tell, a bound when it lies beyond the search), `gap` the root-mean-square log
     difference left at that pace (None where the real loss stopped being finite)."""
-    lr: float
-    batch: int
-    momentum: float
     steps: int
     real_steps: np.ndarray = field(repr=False)
     real: np.ndarray = field(repr=False)
@@ -116,8 +113,8 @@ def check_linearisation(model, inputs, targets, loss_fn, kernel, lr, momentum, b
         linearised.append(simulation.mean_loss())
     linearised = np.array(linearised)
     pace, gap = _pace(evaluated, real, linearised) if np.isfinite(real).all() else (None, None)
-    return LinearisationCheck(lr=lr, batch=batch, momentum=momentum, steps=steps, real_steps=evaluated, real=real,
-                              linearised=linearised, pace=pace, gap=gap, seconds=time.perf_counter() - started)
+    return LinearisationCheck(steps=steps, real_steps=evaluated, real=real, linearised=linearised, pace=pace, gap=gap,
+                              seconds=time.perf_counter() - started)
 
 
 def _real_losses(model, inputs, targets, loss_fn, lr, momentum, batch, evaluated, seed):

@@ -237,10 +237,9 @@ def _gram_matrix(model, inputs, projection_dim, seed, dtype, progress, factor_la
         raise ValueError("the model has no trainable parameters to linearise")
     positions = {}
     layers = qualifying_layers(model, inputs, positions) if factor_layers else {}
-    # the parameters' names in the model (a factored layer may be the model itself, named "")
-    factored = {".".join(filter(None, (name, p))) for name, layer in layers.items()
-                for p, v in layer.named_parameters() if v.requires_grad}
-    rest = {name: v.numel() for name, v in model.named_parameters() if v.requires_grad and name not in factored}
+    # the factored layers' parameters, known by identity (a factored layer may be the model itself)
+    factored = {id(v) for layer in layers.values() for v in layer.parameters() if v.requires_grad}
+    rest = {name: v.numel() for name, v in model.named_parameters() if v.requires_grad and id(v) not in factored}
     rest_params = sum(rest.values())
     # linear layers on batches of vectors: their share factored (prenet.linear_layer_kernel); convolutions and linear
     # layers over positions: factored (prenet.conv_layer_kernel) where that costs less than their rows, sketched

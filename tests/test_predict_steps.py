@@ -1,5 +1,6 @@
 """prenet.predict_steps and prenet.predict_training: the function-space dynamics against training the linearised
 model for real, the losses against PyTorch's, the subset extrapolation, and errors."""
+import copy
 import math
 
 import numpy as np
@@ -418,6 +419,50 @@ def test_an_embeddings_rows_from_its_lookups_give_the_exact_kernel(embedding, sh
     projected_rows = torch.zeros(rows.shape[0], 30, dtype=torch.float64).index_add_(1, bucket, rows * sign)
     expected = exact @ exact.T + projected_rows @ projected_rows.T
     np.testing.assert_allclose(sketched, expected.numpy(), rtol=1e-5, atol=1e-6 * np.abs(expected).max().item())
+
+
+class TiedTokenNet(TokenNet):
+    """TokenNet whose head reads the embedding's table back (a language model's tied output layer)."""
+    def __init__(self):
+        super().__init__()
+        self.head = torch.nn.Linear(5, 4)
+        self.out = torch.nn.Linear(4, 11, bias=False)
+        self.out.weight = self.embed.weight
+
+    def forward(self, tokens):
+        return self.out(torch.tanh(super().forward(tokens)))
+
+
+def autograd_kernel(model, inputs):
+    """The tangent kernel J J^T from one autograd backward pass per sample and output (float64)."""
+    model = copy.deepcopy(model).double()
+    weights = [v for v in model.parameters() if v.requires_grad]
+    rows = []
+    for sample in inputs:
+        outputs = model(sample.unsqueeze(0))[0]
+        for output in outputs:
+            rows.append(torch.cat([g.reshape(-1) for g in torch.autograd.grad(output, weights, retain_graph=True)]))
+    rows = torch.stack(rows)
+    return (rows @ rows.T).numpy()
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_a_tied_weight_is_differentiated_through_both_its_layers(dtype):
+    """An embedding's table that an output layer reuses is one weight: its rows are the sum of both uses', so
+    neither layer is factored alone, and every functional call sees the tied weight under both its names (torch
+    1.13 replaced the first name only, the other kept the model's own weight: both failed, unlike other models)."""
+    from prenet.layer_sensitivities import qualifying_layers
+
+    torch.manual_seed(0)
+    model = TiedTokenNet().eval()
+    tokens = torch.randint(0, 6, (5, 3))
+    assert set(qualifying_layers(model, tokens)) == {"mix", "head"}
+    expected = autograd_kernel(model, tokens)
+    for factor_layers in (True, False):
+        kernel, _, parameters, _ = gram_matrix(model, tokens, dtype=dtype, factor_layers=factor_layers)
+        assert parameters == 44 + 25 + 24
+        tolerance = 1e-10 if dtype == torch.float64 else 1e-5
+        np.testing.assert_allclose(kernel, expected, rtol=tolerance, atol=tolerance * np.abs(expected).max())
 
 
 def test_an_embedding_that_renormalises_or_scales_by_counts_is_not_factored():

@@ -10,8 +10,10 @@ Jacobian over its weights.
 
 The sensitivities are the Jacobian of the outputs with respect to a zero added to each layer's output (functorch's
 vmap of jacrev, as for parameters). A layer qualifies when it is one of the factored kinds (factored_kinds) with a
-trainable weight, run once per forward pass on a batched input; any other parameter is left to the explicit
-Jacobian (prenet.tangent_kernel).
+trainable weight, run once per forward pass on a batched input, no other module holding its parameters (a tied
+weight's gradient comes through each layer that holds it); any other parameter is left to the explicit Jacobian
+(prenet.tangent_kernel). A parameter a forward pass uses outside its module (F.linear on another layer's weight)
+cannot be seen from the modules and is not told apart.
 """
 import functools
 from typing import Callable, NamedTuple
@@ -111,7 +113,20 @@ def qualifying_layers(model, inputs, positions=None):
         for hook in hooks:
             hook.remove()
     modules = dict(model.named_modules())
-    return {name: modules[name] for name in calls if calls[name] == 1 and _batched(modules[name], dims[name])}
+    shared = _weights_held_twice(model)
+    return {name: modules[name] for name in calls if calls[name] == 1 and _batched(modules[name], dims[name])
+            and not any(id(v) in shared for v in modules[name].parameters())}
+
+
+def _weights_held_twice(model):
+    """ids of the parameters that more than one module holds (a weight tied between an embedding and an output
+    layer): such a weight's gradient flows through each holder, which a factored share, one layer's, would miss."""
+    holders = {}
+    for module in model.modules():
+        for weight in module._parameters.values():
+            if weight is not None:
+                holders.setdefault(id(weight), set()).add(id(module))
+    return {weight for weight, modules in holders.items() if len(modules) > 1}
 
 
 def sensitivity_chunks(model, state, inputs, layers, chunk_bytes):

@@ -53,8 +53,28 @@ def model_outputs(model, inputs, dtype=None):
     trainable, frozen = _state(model, dtype)
     x = inputs.to(dtype) if torch.is_floating_point(inputs) else inputs
     with in_mode(model, False), torch.no_grad():
-        out = functional_call(model, {**trainable, **frozen}, (x,))
+        out = functional_call(model, with_tied_names({**trainable, **frozen}, tied_names(model)), (x,))
     return _as_2d(out).numpy()
+
+
+def tied_names(model):
+    """{name: the name named_parameters (or named_buffers) gives it} of every parameter and buffer the model also
+    reaches under another name: a weight tied between an embedding and an output layer, a module registered twice."""
+    first, tied = {}, {}
+    for prefix, module in model.named_modules(remove_duplicate=False):
+        for key, tensor in [*module._parameters.items(), *module._buffers.items()]:
+            name = f"{prefix}.{key}" if prefix else key
+            if tensor is not None and first.setdefault(id(tensor), name) != name:
+                tied[name] = first[id(tensor)]
+    return tied
+
+
+def with_tied_names(state, tied):
+    """`state` (name: tensor, as functional_call takes it) with each of the `tied` names (tied_names) bound to the
+    tensor of the name it is tied to, so that every use of a tied weight sees the tensor given (functional_call of
+    torch 1.13 replaces a tensor under the names given only; torch 2's ties them itself, and takes one tensor under
+    several names)."""
+    return {**state, **{name: state[first] for name, first in tied.items() if first in state}}
 
 
 def _state(model, dtype):
@@ -131,11 +151,13 @@ def jacobian_chunks(model, inputs, dtype=None, progress=False, parameters=None):
     n_params = sum(v.numel() for v in params.values())
     x_all = inputs.to(dtype) if torch.is_floating_point(inputs) else inputs
 
+    tied = tied_names(model)
+
     def single(p, x):
-        return functional_call(model, {**p, **frozen}, (x.unsqueeze(0),)).squeeze(0)
+        return functional_call(model, with_tied_names({**p, **frozen}, tied), (x.unsqueeze(0),)).squeeze(0)
 
     with torch.no_grad():
-        outputs = _as_2d(functional_call(model, {**params, **frozen}, (x_all[:1],))).shape[1]
+        outputs = _as_2d(functional_call(model, with_tied_names({**params, **frozen}, tied), (x_all[:1],))).shape[1]
     chunk = max(1, CHUNK_BYTES // (8 * outputs * n_params))
     jacobian = vmap(jacrev(single), in_dims=(None, 0))
     for start in tqdm(range(0, len(x_all), chunk), desc="Jacobian", unit="chunk", disable=not progress):
@@ -298,7 +320,8 @@ def _factored_layers(model, inputs, dtype, layers, vectors, gram_convs, explicit
     kept_inputs, kept_sensitivities = {name: [] for name in kept}, {name: [] for name in kept}
     first_sample, itemsize = 0, torch.empty(0, dtype=dtype).element_size()
     bar = tqdm(total=len(x), desc="Layer sensitivities and rows", unit="sample", disable=not progress)
-    for layer_inputs, sensitivities in sensitivity_chunks(model, {**trainable, **frozen}, x, layers, CHUNK_BYTES):
+    state = with_tied_names({**trainable, **frozen}, tied_names(model))
+    for layer_inputs, sensitivities in sensitivity_chunks(model, state, x, layers, CHUNK_BYTES):
         for name in kept:
             kept_inputs[name].append(layer_inputs[name])
             kept_sensitivities[name].append(sensitivities[name])

@@ -23,10 +23,14 @@ actual; a prediction that never reaches a target the real run reaches counts at 
 by the verdict of predict_steps' check (prenet.linearisation_check). The linearised model on
 all data needs its explicit Jacobian (samples x outputs x parameters); above JACOBIAN_LIMIT entries (a wide MLP)
 that column is left out.
+Each configuration is kept as it finishes (REPORT.rows.jsonl beside the report, bench/resumable_rows.py): a run
+interrupted and started again with the same options on the same CPU does the configurations left (the tangent
+kernel computed again), and the file goes once the report is written.
 Usage: python bench/validate_steps.py [--model mlp|cnn|resnet|vit] [--hidden 64] [--lrs 0.01 0.05 0.2]
                                        [--out bench/results/steps_validation.md]
 """
 import argparse
+import dataclasses
 import inspect
 import itertools
 import statistics
@@ -39,11 +43,13 @@ import torch
 
 import prenet
 from prenet.host_cost import cpu_model
+from prenet.linearisation_check import LinearisationCheck
 from prenet.loss_dynamics import batch_order, first_step_below
 from prenet.model_state import in_mode
 from prenet.reference_models import _eager_attention, _merge_heads, _split_heads
 from prenet.training_steps import EXTRAPOLATIONS, _checkpoints
 from report import RESULTS
+from resumable_rows import ResumableRows
 
 GRID = dict(lr=(0.01, 0.05, 0.2), batch=(16, 64), momentum=(0.0, 0.9))
 FRACTIONS = (0.5, 0.2, 0.1)
@@ -285,8 +291,15 @@ def main():
     with torch.no_grad(), in_mode(model, False):
         initial = torch.nn.functional.cross_entropy(model(inputs), labels).item()
     targets = [f * initial for f in FRACTIONS]
-    rows, kernel = [], None
+    out = Path(args.out)
+    setup = dict(model=args.model, hidden=args.hidden, batch_norm=args.batch_norm, lrs=list(args.lrs),
+                 initial=repr(initial), cpu=cpu_model(), torch=torch.__version__)
+    kept = ResumableRows(out.with_name(out.name + ".rows.jsonl"), setup)
+    kernel = None
     for lr, batch, momentum in itertools.product(*grid.values()):
+        key = f"{lr}|{batch}|{momentum}"
+        if key in kept.done:
+            continue
         model.load_state_dict(state)
         predicted = prenet.predict_steps(model, (inputs, labels), target_loss=targets, lr=lr, batch=batch,
                                          momentum=momentum, subset=SUBSET, max_steps=CAP, kernel=kernel)
@@ -298,20 +311,36 @@ def main():
                   [None] * len(targets))
         losses, train_seconds = fine_tune(model, inputs, labels, lr, batch, momentum, min(targets),
                                           args.batch_norm == "training")
+        cells = []
         for fraction, target, p, lin in zip(FRACTIONS, targets, predicted.steps, linear):
             actual = first_below(losses, target)
             forms = {f"extrapolated_{form}": nested.steps_to(target, form) for form in EXTRAPOLATIONS}
-            rows.append(dict(lr=lr, batch=batch, momentum=momentum, fraction=fraction, actual=actual, predicted=p,
-                             linearised=lin, baseline=exponential_baseline(losses, target), **forms,
-                             predict_seconds=predicted.seconds, train_seconds=train_seconds,
-                             steps_trained=len(losses) - 1, check=predicted.check))
+            cells.append(dict(lr=lr, batch=batch, momentum=momentum, fraction=fraction, actual=actual, predicted=p,
+                              linearised=lin, baseline=exponential_baseline(losses, target), **forms,
+                              predict_seconds=predicted.seconds, train_seconds=train_seconds,
+                              steps_trained=len(losses) - 1, check=check_record(predicted.check)))
+        kept.add(key, dict(cells=cells, kernel_seconds=kernel.seconds, parameters=kernel.parameters,
+                           kernel_made=predicted.kernel_seconds > 0))
         print(f"lr {lr} batch {batch} momentum {momentum}: actual "
-              f"{[r['actual'] for r in rows[-3:]]} predicted {predicted.steps} ({predicted.seconds:.1f} s; "
+              f"{[c['actual'] for c in cells]} predicted {predicted.steps} ({predicted.seconds:.1f} s; "
               f"training {train_seconds:.1f} s; {predicted.check.summary})", flush=True)
-    write(rows, initial, kernel, Path(args.out), args, all_data)
+    records = [kept.done[f"{lr}|{batch}|{momentum}"] for lr, batch, momentum in itertools.product(*grid.values())]
+    rows = [{**cell, "check": LinearisationCheck(**{k: (np.array(v) if isinstance(v, list) else v)
+                                                    for k, v in cell["check"].items()})}
+            for record in records for cell in record["cells"]]
+    write(rows, initial, records, out, args, all_data)
+    kept.finish()
 
 
-def write(rows, initial, kernel, out, args, all_data):
+def check_record(check):
+    """A LinearisationCheck's fields as JSON values (its arrays as lists; a diverged loss's infinities as JSON's)."""
+    return {name: (value.tolist() if isinstance(value, np.ndarray) else value)
+            for name, value in dataclasses.asdict(check).items()}
+
+
+def write(rows, initial, records, out, args, all_data):
+    """The report of `rows` (every cell) from `records` (each configuration's record: its cells, and the kernel it
+    used: seconds, parameters, whether made there)."""
     hidden, lrs, label = args.hidden, args.lrs, network_name(args.model, args.hidden)
     label += ", batch norms frozen" if args.batch_norm == "frozen" else ""
     default = inspect.signature(prenet.predict_steps).parameters["extrapolate"].default
@@ -357,21 +386,24 @@ def write(rows, initial, kernel, out, args, all_data):
         linear = summary([error(r[key], r["linearised"]) for r in rows])
         lines.append(f"| {name} | {real[0]} / {real[1]} | {linear[0]} / {linear[1]} |")
     configs = rows[::len(FRACTIONS)]
-    kernel_seconds = kernel.seconds
+    made = [record["kernel_seconds"] for record in records if record["kernel_made"]]
     simulate = [r["predict_seconds"] for r in configs]
     train = [r["train_seconds"] for r in configs]
     checks = [r["check"].seconds for r in configs]
+    # an interrupted run resumed (bench/resumable_rows.py) computed the kernel again in each run
+    reuse = ("computed once and reused by every configuration" if len(made) == 1 else
+             f"computed in each of {len(made)} runs, interrupted and resumed, and reused by its configurations")
     lines += ["", "## Cost", "",
-              f"Tangent kernel (256 samples x 10 outputs, {kernel.parameters} parameters, computed once and reused "
-              f"by every configuration): {kernel_seconds:.1f} s. Per configuration, the simulation (4 sampled runs) "
+              f"Tangent kernel (256 samples x 10 outputs, {records[0]['parameters']} parameters, {reuse}): "
+              f"{', '.join(f'{s:.1f}' for s in made)} s. Per configuration, the simulation (4 sampled runs) "
               f"and the check: median {statistics.median(simulate):.1f} s, of which the check's "
               f"{configs[0]['check'].steps} real steps median {statistics.median(checks):.2f} s. Real training to "
-              f"the lowest target "
-              f"(steps only, loss evaluations excluded): median "
+              f"the lowest target (steps only, loss evaluations excluded): median "
               f"{statistics.median(train):.2f} s, max {max(train):.2f} s. All {len(configs)} configurations: "
-              f"predicted in {sum(simulate):.1f} s (the kernel included once), trained in {sum(train):.1f} s; "
-              f"prediction / training {sum(simulate) / sum(train):.2f}.", "",
-              "| lr | batch | momentum | steps trained | training s | prediction s (first incl. kernel) | check s |",
+              f"predicted in {sum(simulate):.1f} s (the kernel included {'once' if len(made) == 1 else 'in each run'}"
+              f"), trained in {sum(train):.1f} s; prediction / training {sum(simulate) / sum(train):.2f}.", "",
+              "| lr | batch | momentum | steps trained | training s | prediction s ("
+              + ("first incl. kernel" if len(made) == 1 else "with the kernel where made") + ") | check s |",
               "|---|---|---|---|---|---|---|"]
     lines += [f"| {r['lr']} | {r['batch']} | {r['momentum']} | {r['steps_trained']} | {r['train_seconds']:.2f} | "
               f"{r['predict_seconds']:.2f} | {r['check'].seconds:.2f} |" for r in configs]

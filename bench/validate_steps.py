@@ -33,6 +33,7 @@ import argparse
 import dataclasses
 import inspect
 import itertools
+import os
 import statistics
 import time
 import warnings
@@ -302,7 +303,8 @@ def main():
             continue
         model.load_state_dict(state)
         predicted = prenet.predict_steps(model, (inputs, labels), target_loss=targets, lr=lr, batch=batch,
-                                         momentum=momentum, subset=SUBSET, max_steps=CAP, kernel=kernel)
+                                         momentum=momentum, subset=SUBSET, max_steps=CAP, kernel=kernel,
+                                         check_mode="train" if args.batch_norm == "training" else "eval")
         kernel = predicted.kernel
         nested = prenet.predict_steps(model, (inputs, labels), target_loss=targets, lr=lr, batch=batch,
                                       momentum=momentum, subset=SUBSET, max_steps=CAP, extrapolate="log",
@@ -352,7 +354,9 @@ def write(rows, initial, records, out, args, all_data):
         " --batch-norm frozen" if args.batch_norm == "frozen" else "") + (
         f" --hidden {hidden}" if hidden != 64 else "") + (
         f" --lrs {' '.join(map(str, lrs))}" if tuple(lrs) != GRID["lr"] else "")
-    command = "python bench/validate_steps.py" + (f"{options} --out {out}" if options else "")
+    # the report's path as from the repository's root, where the command is run from
+    shown = os.path.relpath(out.resolve(), RESULTS.parent.parent)
+    command = "python bench/validate_steps.py" + (f"{options} --out {shown}" if options else "")
     lines = [f"# predict_steps on the CPU: digits {label} fine-tuning "
              f"({len(rows) // len(FRACTIONS)} configurations x {len(FRACTIONS)} targets)", "",
              f"Regenerate: `{command}`. Set-up in the script's docstring. Initial training loss "
@@ -430,7 +434,8 @@ def check_section(rows):
 
     verdicts = {True: "holds", False: "fails", None: "not judged"}
     lines = ["", "## The linearisation check", "",
-             f"predict_steps' check: {rows[0]['check'].steps} real SGD steps (training mode) on the kernel's "
+             f"predict_steps' check: {rows[0]['check'].steps} real SGD steps ({rows[0]['check'].mode} mode, as "
+             "the real runs) on the kernel's "
              f"{SUBSET} samples against the linearised model's on the same batches; it fails where the network "
              f"needs more than {PACE_LIMIT:g} times the linearised model's steps or less than 1/{PACE_LIMIT:g} of "
              f"them, or where the losses stay more than {np.exp(GAP_LIMIT):.2g} times apart at the best pace "

@@ -124,3 +124,58 @@ def test_too_little_movement_is_not_judged_and_no_check_is_run_when_asked():
 def test_bad_check_steps_are_named(steps):
     with pytest.raises(ValueError, match="check_steps must be an integer >= 0"):
         prenet.predict_steps(linear_model(), data(), loss="mse", check_steps=steps)
+
+
+class ModeSpy(torch.nn.Module):
+    """An identity that records the mode of each call made with gradients (a real step's, not a loss reading's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.modes = []
+
+    def forward(self, x):
+        if torch.is_grad_enabled():
+            self.modes.append(self.training)
+        return x
+
+
+def frozen_norm_model():
+    """Linear, batch norm, tanh, linear; the batch norm's running statistics those of other data than the
+    fine-tuning's (means 1 off, variances 4 times), as a network pre-trained elsewhere has them."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(INPUTS, 8), torch.nn.BatchNorm1d(8), ModeSpy(), torch.nn.Tanh(),
+                                torch.nn.Linear(8, OUTPUTS))
+    with torch.no_grad():
+        hidden = model[0](data()[0])
+        model[1].running_mean.copy_(hidden.mean(0) + 1)
+        model[1].running_var.copy_(hidden.var(0) * 4)
+    return model
+
+
+@pytest.mark.parametrize("mode, expected", [("train", True), ("eval", False), ("model", False)])
+def test_the_checks_steps_run_in_the_mode_asked(mode, expected):
+    """"model" keeps each module's own mode: here the batch norm and the spy frozen in a model being trained."""
+    model = frozen_norm_model().train()
+    model[1].eval(), model[2].eval()
+    kernel = predict(model, lr=0.1, loss="cross_entropy", check_steps=0)[0].kernel
+    model[2].modes.clear()                                                  # the kernel's own calls
+    prediction, _ = predict(model, lr=0.1, loss="cross_entropy", check_mode=mode, kernel=kernel)
+    assert model[2].modes == [expected] * 30 and prediction.check.mode == mode
+    assert [module.training for module in model] == [True, False, False, True, True]   # modes given back
+    assert ("in eval mode" in repr(prediction)) == (mode == "eval")
+
+
+def test_a_frozen_batch_norm_fine_tuned_in_eval_mode_follows_its_linearisation():
+    """The linearisation is taken in eval mode, so steps in eval mode train its own network: the check holds with
+    a pace near 1; in training mode the batch's statistics, not the running ones, normalise and the running ones
+    move towards them, and the check fails."""
+    eval_mode, warned = predict(frozen_norm_model(), lr=0.05, loss="cross_entropy", check_mode="eval")
+    assert eval_mode.check.holds is True and not warned
+    assert eval_mode.check.pace == pytest.approx(1.0, rel=0.15) and eval_mode.check.gap < 0.05
+    train_mode, warned = predict(frozen_norm_model(), lr=0.05, loss="cross_entropy", check_mode="train")
+    assert train_mode.check.holds is False and warned
+
+
+def test_an_unknown_check_mode_is_named():
+    with pytest.raises(ValueError, match="unknown check_mode 'frozen'; known: train, eval, model"):
+        prenet.predict_steps(linear_model(), data(), loss="mse", check_mode="frozen")

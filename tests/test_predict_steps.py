@@ -761,7 +761,12 @@ def test_the_command_line_gives_the_training_time_of_a_users_model_and_data(run_
     assert predicted["total_seconds"] == pytest.approx(expected.total_seconds, rel=1e-9)
     check = expected.steps_prediction.check
     assert predicted["linearisation_check"] == {"holds": check.holds, "pace": check.pace, "gap": check.gap,
-                                                "steps": 30, "said": str(check)}
+                                                "steps": 30, "mode": "train", "said": str(check)}
+    in_eval = run_prenet("training", *common, "--target-loss", "0.8", "--lr", "0.5", "--subset", "32",
+                         "--check-mode", "eval", "--no-progress")
+    assert in_eval.returncode == 0, in_eval.stderr
+    said = json.loads(in_eval.stdout)["linearisation_check"]
+    assert said["mode"] == "eval" and said["said"].startswith("30 real SGD steps in eval mode on the kernel's")
     unchecked = run_prenet("training", *common, "--target-loss", "0.8", "--lr", "0.5", "--subset", "32",
                            "--check-steps", "0", "--no-progress")
     assert unchecked.returncode == 0 and json.loads(unchecked.stdout)["linearisation_check"] is None

@@ -5,7 +5,7 @@ import sys
 import textwrap
 import warnings
 
-from .linearisation_check import CHECK_STEPS
+from .linearisation_check import CHECK_MODES, CHECK_STEPS
 
 # Columns of the printed feature table; the CSV written with --csv holds every feature.
 SUMMARY_COLUMNS = ["name", "kind", "input_shape", "co", "forward_flops", "backward_flops", "forward_bytes",
@@ -151,6 +151,7 @@ def _training(args):
     data = {"dataset": build_dataset(args.data)} if args.data else dict(inputs, dataset_size=args.dataset_size)
     steps_options = {} if args.epochs is not None else dict(loss=args.loss, subset=args.subset,
                                                             max_steps=args.max_steps, check_steps=args.check_steps,
+                                                            check_mode=args.check_mode,
                                                             progress=not args.no_progress)
     result = predict_training(model, gpu=args.gpu, batch=args.batch, lr=args.lr, momentum=args.momentum,
                               epochs=args.epochs, target_loss=args.target_loss, price_per_hour=args.price,
@@ -171,7 +172,7 @@ def _training(args):
                       "target_loss": None if steps is None else steps.target_loss,
                       "linearisation_check": None if steps is None or steps.check is None else
                       {"holds": steps.check.holds, "pace": steps.check.pace, "gap": steps.check.gap,
-                       "steps": steps.check.steps, "said": str(steps.check)}}))
+                       "steps": steps.check.steps, "mode": steps.check.mode, "said": str(steps.check)}}))
 
 
 def _measure(args):
@@ -373,6 +374,9 @@ def parser():
     t.add_argument("--check-steps", type=int, default=CHECK_STEPS, help="with --target-loss: real SGD steps "
                    "compared with the linearised model's, to warn where the network leaves it (default "
                    f"{CHECK_STEPS}; 0: none)")
+    t.add_argument("--check-mode", choices=tuple(CHECK_MODES), default="train", help="with --target-loss: the mode "
+                   "of those steps, as the real fine-tuning runs: train (dropout on, batch norms on the batch's "
+                   "statistics), eval (batch norms frozen), model (each module's own; default train)")
     t.add_argument("--optimizer", help="with --epochs: the step's optimizer as predict takes it (default: SGD, "
                    "with momentum when --momentum > 0)")
     t.add_argument("--precision", default="fp32", help="as for predict (default fp32)")

@@ -25,6 +25,11 @@ from .loss_dynamics import FunctionSpaceSGD, batch_order
 
 # Real steps a prediction checks by default (predict_steps' check_steps).
 CHECK_STEPS = 30
+# The modes the check's real steps may run in (predict_steps' check_mode): {name: in_mode's training argument}.
+# "train": model.train() (dropout on, batch norms on the batch's statistics); "eval": model.eval() (batch norms
+# frozen on their running statistics, the linearisation's own mode); "model": each module as the model has it (a
+# fine-tuning that freezes some layers).
+CHECK_MODES = {"train": True, "eval": False, "model": None}
 # The real loss is evaluated on the subset at this many steps of the check (and at step 0).
 EVALUATIONS = 10
 # The check fails beyond this factor of pace either way ...
@@ -49,7 +54,8 @@ class LinearisationCheck:
     """Real SGD on the subset (losses `real` after `real_steps` steps) against the linearised model's SGD on the
     same batches (`linearised` after 0, 1, 2, ... steps); `pace` is real steps per linearised step (None when
     neither curve moved enough to tell, a bound when it lies beyond the search), `gap` the root-mean-square log
-    difference left at that pace (None where the real loss stopped being finite)."""
+    difference left at that pace (None where the real loss stopped being finite); `mode` the real steps' (of
+    CHECK_MODES)."""
     steps: int
     real_steps: np.ndarray = field(repr=False)
     real: np.ndarray = field(repr=False)
@@ -57,6 +63,7 @@ class LinearisationCheck:
     pace: object
     gap: object
     seconds: float
+    mode: str = "train"
 
     @property
     def diverged(self):
@@ -81,10 +88,15 @@ class LinearisationCheck:
         """The verdict in a few words, for a prediction's repr."""
         verdict = {True: "holds", False: "fails", None: "not judged"}[self.holds]
         pace = "" if self.pace is None else f", pace {self._bound}{self.pace:.2g}"
-        return f"linearisation {verdict} over {self.steps} real steps{pace}"
+        return f"linearisation {verdict} over {self.steps} real steps{self._in_mode}{pace}"
+
+    @property
+    def _in_mode(self):
+        """How the real steps ran, where not in training mode (the default)."""
+        return {"train": "", "eval": " in eval mode", "model": " in the model's own modes"}[self.mode]
 
     def __str__(self):
-        head = f"{self.steps} real SGD steps on the kernel's samples"
+        head = f"{self.steps} real SGD steps{self._in_mode} on the kernel's samples"
         if self.diverged:
             return f"{head}: the network's loss stops being finite"
         if self.pace is None:
@@ -97,14 +109,17 @@ class LinearisationCheck:
         return f"{head}: {pace}{shape}: {verdict}"
 
 
-def check_linearisation(model, inputs, targets, loss_fn, kernel, lr, momentum, batch, steps=CHECK_STEPS, seed=0):
+def check_linearisation(model, inputs, targets, loss_fn, kernel, lr, momentum, batch, steps=CHECK_STEPS, seed=0,
+                        mode="train"):
     """Runs `steps` real SGD steps (PyTorch's SGD, `lr`, `momentum`, batches of `batch` drawn by
-    loss_dynamics.batch_order with `seed`) on `inputs` and `targets` (the kernel's samples, targets as
-    predict_steps holds them) and compares the loss on them with the linearised model's (`kernel`); the model is
-    left as it was."""
+    loss_dynamics.batch_order with `seed`, the model in `mode` of CHECK_MODES) on `inputs` and `targets` (the
+    kernel's samples, targets as predict_steps holds them) and compares the loss on them with the linearised
+    model's (`kernel`); the model is left as it was."""
+    if mode not in CHECK_MODES:
+        raise ValueError(f"unknown check mode {mode!r}; known: {', '.join(CHECK_MODES)}")
     started = time.perf_counter()
     evaluated = np.unique(np.linspace(0, steps, EVALUATIONS + 1).round().astype(int))
-    real = _real_losses(model, inputs, targets, loss_fn, lr, momentum, batch, evaluated, seed)
+    real = _real_losses(model, inputs, targets, loss_fn, lr, momentum, batch, evaluated, seed, CHECK_MODES[mode])
     simulation = FunctionSpaceSGD(kernel.block(kernel.samples), kernel.f0, targets, loss_fn, lr, momentum, batch,
                                   "sampled", runs=1, seed=seed)
     linearised = [simulation.mean_loss()]
@@ -114,12 +129,13 @@ def check_linearisation(model, inputs, targets, loss_fn, kernel, lr, momentum, b
     linearised = np.array(linearised)
     pace, gap = _pace(evaluated, real, linearised) if np.isfinite(real).all() else (None, None)
     return LinearisationCheck(steps=steps, real_steps=evaluated, real=real, linearised=linearised, pace=pace, gap=gap,
-                              seconds=time.perf_counter() - started)
+                              seconds=time.perf_counter() - started, mode=mode)
 
 
-def _real_losses(model, inputs, targets, loss_fn, lr, momentum, batch, evaluated, seed):
+def _real_losses(model, inputs, targets, loss_fn, lr, momentum, batch, evaluated, seed, training):
     """The loss on all of `inputs` (eval mode, as the kernel's outputs) after each step in `evaluated` of real SGD
-    in training mode; the model's state, gradients and the random generators are restored afterwards."""
+    in training mode (`training` True), eval mode (False) or each module's own (None); the model's state, gradients
+    and the random generators are restored afterwards."""
     import torch
 
     from .model_state import in_mode
@@ -133,7 +149,7 @@ def _real_losses(model, inputs, targets, loss_fn, lr, momentum, batch, evaluated
     order = batch_order(len(inputs), batch, seed)
     losses = []
     try:
-        with torch.random.fork_rng(devices=[]), in_mode(model, True):
+        with torch.random.fork_rng(devices=[]), in_mode(model, training):
             for step in range(int(evaluated[-1]) + 1):
                 if step in evaluated:
                     outputs = model_outputs(model, inputs, torch.float32).astype(np.float64)

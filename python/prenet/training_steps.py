@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .linearisation_check import CHECK_STEPS, LinearisationWarning, check_linearisation
+from .linearisation_check import CHECK_MODES, CHECK_STEPS, LinearisationWarning, check_linearisation
 from .loss_dynamics import NOISE, FunctionSpaceSGD, find_loss, first_step_below, mse_mean_curve
 from .tangent_kernel import TangentKernel, model_outputs, tangent_kernel
 
@@ -165,7 +165,7 @@ def dataset_length(dataset):
     return len(dataset)
 
 
-def _check(lr, batch, momentum, noise, runs, subset, max_steps, extrapolate, check_steps):
+def _check(lr, batch, momentum, noise, runs, subset, max_steps, extrapolate, check_steps, check_mode):
     for name, value, ok, want in (("lr", lr, lambda v: v > 0, "a number > 0"),
                                   ("momentum", momentum, lambda v: 0 <= v < 1, "a number in [0, 1)")):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
@@ -175,6 +175,8 @@ def _check(lr, batch, momentum, noise, runs, subset, max_steps, extrapolate, che
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     if isinstance(check_steps, bool) or not isinstance(check_steps, int) or check_steps < 0:
         raise ValueError(f"check_steps must be an integer >= 0 (0: no check), got {check_steps!r}")
+    if check_mode not in CHECK_MODES:
+        raise ValueError(f"unknown check_mode {check_mode!r}; known: {', '.join(CHECK_MODES)}")
     if noise not in NOISE:
         raise ValueError(f"unknown noise treatment {noise!r}; known: {', '.join(NOISE)}")
     if extrapolate is not None and extrapolate not in EXTRAPOLATIONS:
@@ -267,7 +269,7 @@ def _as_targets(targets, loss_fn):
 
 def predict_steps(model, dataset, loss="cross_entropy", target_loss=None, lr=0.01, batch=32, momentum=0.0,
                   subset=256, projection_dim=None, max_steps=10000, noise="sampled", runs=4, extrapolate=None,
-                  seed=0, kernel=None, check_steps=CHECK_STEPS, progress=False):
+                  seed=0, kernel=None, check_steps=CHECK_STEPS, check_mode="train", progress=False):
     """Predicted training-loss curve of fine-tuning `model` with SGD (PyTorch's: learning rate `lr`, `momentum`,
     dampening 0) on `dataset` in batches of `batch`, and the first step reaching `target_loss` (a number or a list).
 
@@ -282,14 +284,16 @@ def predict_steps(model, dataset, loss="cross_entropy", target_loss=None, lr=0.0
     noise: "sampled" (`runs` independent shuffled batch sequences, averaged) or "mean" (full-batch drift).
     kernel: the `.kernel` of an earlier prediction on the same model, data, subset and seed, not to recompute it
     (nor the whole set's initial loss, which it keeps).
-    check_steps: real SGD steps (in training mode, on the kernel's samples; the model is given back as it was) whose
-    losses are compared with the linearised model's on the same batches (prenet.linearisation_check); where the
-    network leaves its linearisation, a LinearisationWarning says so and the steps predicted are not to be trusted.
-    0: no check.
+    check_steps: real SGD steps (on the kernel's samples; the model is given back as it was) whose losses are
+    compared with the linearised model's on the same batches (prenet.linearisation_check); where the network leaves
+    its linearisation, a LinearisationWarning says so and the steps predicted are not to be trusted. 0: no check.
+    check_mode: the mode those steps run in, as the real fine-tuning runs: "train" (model.train(): dropout on, batch
+    norms on the batch's statistics), "eval" (model.eval(): batch norms frozen on their running statistics) or
+    "model" (each module in the mode the model has it in: a fine-tuning that freezes some of its batch norms).
     """
     import torch
 
-    _check(lr, batch, momentum, noise, runs, subset, max_steps, extrapolate, check_steps)
+    _check(lr, batch, momentum, noise, runs, subset, max_steps, extrapolate, check_steps, check_mode)
     loss_fn = find_loss(loss)
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
@@ -313,8 +317,8 @@ def predict_steps(model, dataset, loss="cross_entropy", target_loss=None, lr=0.0
         if target is not None and (isinstance(target, bool) or not isinstance(target, (int, float)) or target <= 0):
             raise ValueError(f"target_loss must be a number > 0 (or a list of them), got {target!r}")
 
-    check = (check_linearisation(model, inputs, targets, loss_fn, kernel, lr, momentum, batch, check_steps, seed)
-             if check_steps else None)
+    check = (check_linearisation(model, inputs, targets, loss_fn, kernel, lr, momentum, batch, check_steps, seed,
+                                 check_mode) if check_steps else None)
     if check is not None and check.holds is False:
         warnings.warn(f"{check}; the steps predicted are not to be trusted", LinearisationWarning, stacklevel=2)
     started = time.perf_counter()

@@ -430,9 +430,8 @@ def write(rows, initial, records, out, args, all_data):
 def check_section(rows):
     """The lines of the report on predict_steps' linearisation check: the errors of the cells it passes and fails,
     and each configuration's verdict."""
-    from prenet.linearisation_check import GAP_LIMIT, PACE_LIMIT
+    from prenet.linearisation_check import GAP_LIMIT, PACE_LIMIT, VERDICTS
 
-    verdicts = {True: "holds", False: "fails", None: "not judged"}
     lines = ["", "## The linearisation check", "",
              f"predict_steps' check: {rows[0]['check'].steps} real SGD steps ({rows[0]['check'].mode} mode, as "
              "the real runs) on the kernel's "
@@ -441,7 +440,7 @@ def check_section(rows):
              f"them, or where the losses stay more than {np.exp(GAP_LIMIT):.2g} times apart at the best pace "
              "(root-mean-square). The errors of predict_steps' steps (median / 90th percentile) by verdict:", "",
              "| verdict | configurations | cells | error of steps |", "|---|---|---|---|"]
-    for holds, name in verdicts.items():
+    for holds, name in VERDICTS.items():
         cells = [r for r in rows if r["check"].holds is holds]
         if cells:
             errors = [error(r["predicted"], r["actual"]) for r in cells]
@@ -458,7 +457,7 @@ def check_section(rows):
         pace = "n/a" if check.pace is None else f"{check.pace:.2g}"
         gap = "n/a" if check.gap is None else f"{check.gap:.2f}"
         lines.append(f"| {cells[0]['lr']} | {cells[0]['batch']} | {cells[0]['momentum']} | {pace} | {gap} | "
-                     f"{verdicts[check.holds]} | {errors} |")
+                     f"{check.verdict} | {errors} |")
     return lines
 
 

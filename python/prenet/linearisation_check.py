@@ -18,6 +18,7 @@ import copy
 import math
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -25,11 +26,21 @@ from .loss_dynamics import FunctionSpaceSGD, batch_order
 
 # Real steps a prediction checks by default (predict_steps' check_steps).
 CHECK_STEPS = 30
-# The modes the check's real steps may run in (predict_steps' check_mode): {name: in_mode's training argument}.
-# "train": model.train() (dropout on, batch norms on the batch's statistics); "eval": model.eval() (batch norms
-# frozen on their running statistics, the linearisation's own mode); "model": each module as the model has it (a
-# fine-tuning that freezes some layers).
-CHECK_MODES = {"train": True, "eval": False, "model": None}
+
+
+class CheckMode(NamedTuple):
+    """A mode the check's real steps may run in: `training`, in_mode's argument; `said`, how the verdict names it."""
+    training: object
+    said: str
+
+
+# The modes of predict_steps' check_mode. "train": model.train() (dropout on, batch norms on the batch's statistics);
+# "eval": model.eval() (batch norms frozen on their running statistics, the linearisation's own mode); "model": each
+# module as the model has it (a fine-tuning that freezes some layers).
+CHECK_MODES = {"train": CheckMode(True, ""), "eval": CheckMode(False, " in eval mode"),
+               "model": CheckMode(None, " in the model's own modes")}
+# The check's verdict by LinearisationCheck.holds.
+VERDICTS = {True: "holds", False: "fails", None: "not judged"}
 # The real loss is evaluated on the subset at this many steps of the check (and at step 0).
 EVALUATIONS = 10
 # The check fails beyond this factor of pace either way ...
@@ -84,19 +95,18 @@ class LinearisationCheck:
         return "at least " if self.pace >= PACE_SEARCH else "at most " if self.pace <= 1 / PACE_SEARCH else ""
 
     @property
-    def summary(self):
-        """The verdict in a few words, for a prediction's repr."""
-        verdict = {True: "holds", False: "fails", None: "not judged"}[self.holds]
-        pace = "" if self.pace is None else f", pace {self._bound}{self.pace:.2g}"
-        return f"linearisation {verdict} over {self.steps} real steps{self._in_mode}{pace}"
+    def verdict(self):
+        """'holds', 'fails' or 'not judged' (VERDICTS)."""
+        return VERDICTS[self.holds]
 
     @property
-    def _in_mode(self):
-        """How the real steps ran, where not in training mode (the default)."""
-        return {"train": "", "eval": " in eval mode", "model": " in the model's own modes"}[self.mode]
+    def summary(self):
+        """The verdict in a few words, for a prediction's repr."""
+        pace = "" if self.pace is None else f", pace {self._bound}{self.pace:.2g}"
+        return f"linearisation {self.verdict} over {self.steps} real steps{CHECK_MODES[self.mode].said}{pace}"
 
     def __str__(self):
-        head = f"{self.steps} real SGD steps{self._in_mode} on the kernel's samples"
+        head = f"{self.steps} real SGD steps{CHECK_MODES[self.mode].said} on the kernel's samples"
         if self.diverged:
             return f"{head}: the network's loss stops being finite"
         if self.pace is None:
@@ -115,11 +125,10 @@ def check_linearisation(model, inputs, targets, loss_fn, kernel, lr, momentum, b
     loss_dynamics.batch_order with `seed`, the model in `mode` of CHECK_MODES) on `inputs` and `targets` (the
     kernel's samples, targets as predict_steps holds them) and compares the loss on them with the linearised
     model's (`kernel`); the model is left as it was."""
-    if mode not in CHECK_MODES:
-        raise ValueError(f"unknown check mode {mode!r}; known: {', '.join(CHECK_MODES)}")
     started = time.perf_counter()
     evaluated = np.unique(np.linspace(0, steps, EVALUATIONS + 1).round().astype(int))
-    real = _real_losses(model, inputs, targets, loss_fn, lr, momentum, batch, evaluated, seed, CHECK_MODES[mode])
+    real = _real_losses(model, inputs, targets, loss_fn, lr, momentum, batch, evaluated, seed,
+                         CHECK_MODES[mode].training)
     simulation = FunctionSpaceSGD(kernel.block(kernel.samples), kernel.f0, targets, loss_fn, lr, momentum, batch,
                                   "sampled", runs=1, seed=seed)
     linearised = [simulation.mean_loss()]

@@ -33,7 +33,8 @@ def test_every_cell_is_finite_and_held_out(outcome):
         part = training.split_by_configuration(frame, keys + (["optimizer"] if mode == "train" else []))
         assert (group["test_n"] == (part == "test").sum()).all(), (kind, mode)
         assert (group["validation_n"] == (part == "validation").sum()).all(), (kind, mode)
-        for column in ("test_rmse_ms", "test_median_rel", "test_p90_rel", "validation_median_rel"):
+        for column in ("test_rmse_ms", "test_median_rel", "test_p90_rel", "validation_median_rel",
+                       "validation_p90_rel"):
             assert np.isfinite(group[column]).all() and (group[column] >= 0).all(), (kind, mode, column)
 
 
@@ -42,7 +43,12 @@ def test_chosen_predictor_is_the_best_on_validation(outcome):
     cells = result["cells"]
     for chosen in result["chosen"]:
         group = cells[(cells["kind"] == chosen["kind"]) & (cells["mode"] == chosen["mode"])]
-        best = group.loc[group["validation_median_rel"].idxmin()]
+        # nearest issue 4's target (median 5%, 90th percentile 15%) on validation, both errors at once, among the
+        # predictors of time over a bound where there are any
+        over_bound = group[group["target"] != "log_ms"]
+        group = over_bound if len(over_bound) else group
+        ratio = np.maximum(group["validation_median_rel"] / 0.05, group["validation_p90_rel"] / 0.15)
+        best = group.loc[ratio.idxmin()]
         assert (chosen["family"], chosen["feature_set"]) == (best["family"], best["feature_set"])
         assert chosen["test"]["median_rel"] == best["test_median_rel"]
 

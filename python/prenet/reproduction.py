@@ -44,9 +44,10 @@ def run(settings):
         records += [fit.result_record(r) for r in results]
         chosen.append(fit.result_record(best))
         sections.append(fit.tables_markdown(kind, mode, results, best))
-    cells = pd.DataFrame([{**{k: r[k] for k in ("kind", "mode", "family", "feature_set")},
+    cells = pd.DataFrame([{**{k: r[k] for k in ("kind", "mode", "family", "feature_set", "target")},
                            **{f"test_{m}": r["test"][m] for m in ("rmse_ms", "median_rel", "p90_rel", "n")},
-                           **{f"validation_{m}": r["validation"][m] for m in ("median_rel", "n")}} for r in records])
+                           **{f"validation_{m}": r["validation"][m] for m in ("median_rel", "p90_rel", "n")}}
+                          for r in records])
     header = [f"# Reproduction of the paper's Tables 4 and 5: {settings.data}", "",
               f"Data: {source}. Reduced settings: {settings.max_rows} rows per kind at most, {settings.trees} trees, "
               f"{settings.mlp_epochs} MLP epochs ({time.monotonic() - started:.0f} s; "

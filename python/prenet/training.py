@@ -411,9 +411,29 @@ def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epoc
     return results
 
 
+# Issue 4's target for a predictor, on held-out configurations: median and 90th percentile relative error.
+TARGET_MEDIAN, TARGET_P90 = 0.05, 0.15
+
+
+def target_ratio(scores):
+    """How far `scores` (a part's, as `scores` gives them) are from the target, both errors at once: the larger of
+    median / TARGET_MEDIAN and 90th percentile / TARGET_P90 (at most 1 where both are met)."""
+    return max(scores["median_rel"] / TARGET_MEDIAN, scores["p90_rel"] / TARGET_P90)
+
+
+def meets_target(scores):
+    return scores["median_rel"] <= TARGET_MEDIAN and scores["p90_rel"] <= TARGET_P90
+
+
 def best_on_validation(results):
-    """The result with the lowest validation median relative error."""
-    return min(results, key=lambda r: r["validation"]["median_rel"])
+    """The result nearest the target on the validation part (target_ratio; the lower median where two tie), among
+    those whose target is time over the mode's bound where any is (target_for: ours and the sets built on it), as a
+    predictor of log time cannot leave the times it was fitted on (NeuSight's convolutions are all 3x3 at batch 64
+    or less) where one over a bound grows with it; the paper's sets stay in the tables. Until 2026-11-27 the lowest
+    validation median of all, which met the target in 35 of the CPU set's 85 kind and mode pairs on the test part
+    (and 6 of the GPU set's 8, whose choices this leaves as they were)."""
+    over_bound = [r for r in results if r["target"] != "log_ms"] or results
+    return min(over_bound, key=lambda r: (target_ratio(r["validation"]), r["validation"]["median_rel"]))
 
 
 def _nine_digits(value):

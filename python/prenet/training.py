@@ -422,6 +422,7 @@ def target_ratio(scores):
 
 
 def meets_target(scores):
+    """Whether `scores` meet the target, both errors."""
     return scores["median_rel"] <= TARGET_MEDIAN and scores["p90_rel"] <= TARGET_P90
 
 

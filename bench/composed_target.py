@@ -39,27 +39,27 @@ PARTS = {"forward": ("forward_ms",), "train_forward": ("step_forward_ms",), "bac
 
 
 def bundle_without(kind, folder):
-    """The bundle at `folder` without `kind`'s predictors, through a temporary folder of links to its files."""
-    scratch = Path(tempfile.mkdtemp(prefix=f"prenet-without-{kind}-"))
+    """The bundle at `folder` without `kind`'s predictors, loaded through a temporary folder of links to its files
+    (a bundle reads every model file as it loads)."""
     manifest = json.loads((folder / "manifest.json").read_text())
     manifest["predictors"] = [p for p in manifest["predictors"] if p["kind"] != kind]
-    for path in folder.iterdir():
-        if path.name != "manifest.json":
-            (scratch / path.name).symlink_to(path)
-    (scratch / "manifest.json").write_text(json.dumps(manifest))
-    return core().PredictorBundle(str(scratch), "")
+    with tempfile.TemporaryDirectory(prefix=f"prenet-without-{kind}-") as scratch:
+        for path in folder.iterdir():
+            if path.name != "manifest.json":
+                (Path(scratch) / path.name).symlink_to(path)
+        (Path(scratch) / "manifest.json").write_text(json.dumps(manifest))
+        return core().PredictorBundle(scratch, "")
 
 
 def compositions(kind, frame, bundle, catalog, name):
     """({mode: ms of each row composed of the kind's kernels}, whether the forward is so composed at all)."""
-    keys = [p["name"] for p in next(k for k in core().layer_kinds() if k["name"] == kind)["parameters"]]
+    keys = training.config_keys(kind, frame)
     optimizers = frame["optimizer"].fillna("sgd").to_numpy()
     parts = {part: np.zeros(len(frame)) for part in ("forward_ms", "step_forward_ms", "backward_ms", "optimizer_ms")}
     composed = True
     for optimizer in sorted(set(optimizers)):
         rows = np.flatnonzero(optimizers == optimizer)
-        configs = [{key: int(frame[key].iat[i]) for key in keys if key in frame and frame[key].notna().iat[i]}
-                   for i in rows]
+        configs = frame.iloc[rows][keys].astype("int64").to_dict("records")
         times = bundle.estimate(kind, configs, catalog, name, optimizer, "fp32")
         composed &= all(t["forward_basis"] == "kernels" for t in times)
         for part, values in parts.items():
@@ -79,14 +79,14 @@ def over_composition(kind, frame, mode, composed):
     x = training.model_inputs(kind, frame, names, optimizer_column)
     y = np.log(frame[ms_column].to_numpy(float) / composed)
     train = part == "train"
-    low, high = y[train].min(), y[train].max()
     results = []
     for family in training.TREE_FAMILIES:
-        model = training.make_model(family).fit(x[train], y[train])
-        result = {"family": family, "target": "log_ms_over:kernels"}
+        result = {"family": family, "target": "log_ms_over:kernels",
+                  "model": training.make_model(family).fit(x[train], y[train]),
+                  "target_range": training.target_range("log_ms_over:kernels", y[train])}
         for which in ("validation", "test"):
             rows = part == which
-            predicted = composed[rows] * np.exp(np.clip(model.predict(x[rows]), low, high))
+            predicted = composed[rows] * np.exp(training.clipped_targets(result, x[rows]))
             result[which] = training.scores(frame.loc[rows, ms_column].to_numpy(float), predicted)
         results.append(result)
     return results, part

@@ -12,7 +12,7 @@ import torch
 import prenet
 from prenet import training
 from prenet._native import core
-from prenet.catalog import native_catalog
+from prenet.catalog import device_catalog, native_catalog
 from prenet.datasets import load_neusight
 
 
@@ -624,3 +624,48 @@ def test_an_interrupted_fit_resumes_with_the_kinds_it_had_not_finished(tmp_path,
     # other settings (or --restart) fit every kind again
     fit.main(args[:-4] + ["--max-rows", "200", "--out", str(bundle), "--results", str(results)])
     assert fitted == ["relu", "add", "add", "relu", "add"]
+
+
+def test_a_composite_kind_fitted_over_its_kernels_is_served_natively_as_fitted(tmp_path):
+    """prenet.fit fits a kind composed of others' kernels (the RNN: its input and hidden projections, an add per
+    step) over that composition as the other kinds' chosen predictors give it; a bundle serving such a predictor
+    composes the same kernels at prediction (predict_mode_ms), so its held-out scores, recomputed from the
+    bundle, are those the fit recorded."""
+    from prenet import fit
+    from prenet.datasets import load_cpu
+
+    bundle, results = tmp_path / "bundle", tmp_path / "tables.md"
+    fit.main(["--data", "cpu", "--kinds", "linear", "add", "rnn", "--families", "linear", "xgboost", "--sets", "ours",
+              "--ablation-modes", "--max-rows", "300", "--trees", "20", "--out", str(bundle),
+              "--results", str(results)])
+    records = json.loads(results.with_suffix(".json").read_text())["results"]
+    assert {r["kind"] for r in records if r["feature_set"] == "composed"} == {"rnn"}  # linear, add: leaves
+    assert {r["family"] for r in records if r["feature_set"] == "composed"} == {"xgboost"}  # tree families only
+    entries = json.loads((bundle / "manifest.json").read_text())["predictors"]
+    over = [e for e in entries if e["target"] == training.OVER_KERNELS]
+    assert over and {e["kind"] for e in over} == {"rnn"} and all("-over-kernels" in e["file"] for e in over)
+    native = core().PredictorBundle(str(bundle))
+    frame = load_cpu()["rnn"].sample(300, random_state=0).reset_index(drop=True)
+    keys = training.config_keys("rnn", frame)
+    for entry in over:
+        mode = entry["mode"]
+        rows = frame[frame[f"{mode}_ms"].notna() & (frame[f"{mode}_ms"] > 0)].reset_index(drop=True)
+        by_optimizer = mode in ("optimizer", "train")
+        part = training.split_by_configuration(rows, keys + (["optimizer"] if by_optimizer else []))
+        tested = rows[part == "test"].assign(o=rows["optimizer"] if by_optimizer else "sgd")
+        measured, predicted = [], []
+        for (gpu, optimizer), group in tested.groupby(["gpu", "o"], sort=False):
+            catalog, name = device_catalog(gpu)
+            configs = group[keys].astype(int).to_dict("records")
+            predicted += native.predict("rnn", mode, configs, catalog, name, optimizer)
+            measured += list(group[f"{mode}_ms"])
+            # layer timing serves the part through the same product (its forward_basis: "predicted")
+            if mode == "forward":
+                times = native.estimate("rnn", configs, catalog, name, optimizer)
+                np.testing.assert_allclose([t["forward_ms"] for t in times], predicted[-len(configs):], rtol=1e-9)
+        scores = training.scores(np.array(measured), np.array(predicted))
+        assert scores["n"] == entry["scores"]["test"]["n"]
+        assert scores["median_rel"] == pytest.approx(entry["scores"]["test"]["median_rel"], rel=1e-6), mode
+        assert scores["p90_rel"] == pytest.approx(entry["scores"]["test"]["p90_rel"], rel=1e-6), mode
+    with pytest.raises(ValueError, match="training.compositions"):
+        training.to_ms("rnn", frame, training.OVER_KERNELS, np.zeros(len(frame)))

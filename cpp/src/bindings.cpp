@@ -61,6 +61,7 @@ py::dict kind_to_dict(const prenet::LayerKind& kind) {
     d["row_parameters"] = kind.row_parameters ? py::make_tuple(kind.row_parameters->first, kind.row_parameters->second)
                                               : py::object(py::none());
     d["gpu_bias_kernels"] = static_cast<bool>(kind.gpu_bias_kernels);
+    d["forward_kernels"] = static_cast<bool>(kind.forward_kernels);  // composed of them where it has no predictor
     return d;
 }
 

@@ -41,10 +41,12 @@ void bind_predictor(py::module_& m) {
              [](const prenet::PredictorBundle& b, const std::string& kind, const std::string& mode,
                 const std::vector<std::map<std::string, std::int64_t>>& configs, const prenet::GpuCatalog& catalog,
                 const std::string& gpu, const std::string& optimizer) {
-                 return b.predict_ms(kind, mode, configure_all(kind, configs), catalog.find(gpu), optimizer);
+                 return prenet::predict_mode_ms(b, mode, configure_all(kind, configs), catalog.find(gpu), optimizer);
              },
              py::arg("kind"), py::arg("mode"), py::arg("configs"), py::arg("catalog"), py::arg("gpu"),
-             py::arg("optimizer") = "sgd", "Milliseconds per configuration")
+             py::arg("optimizer") = "sgd",
+             "Milliseconds per configuration by the (kind, mode) predictor alone (prenet/layer_time.hpp, "
+             "predict_mode_ms: a predictor of time over its kernels' composition times that composition)")
         .def("has", &prenet::PredictorBundle::has, py::arg("kind"), py::arg("mode"))
         .def("estimate",
              [](const prenet::PredictorBundle& b, const std::string& kind,

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,10 +41,12 @@ struct Destination {
     bool scratch = false;
 };
 
-// A kernel timed two ways; the faster one goes to `to`.
-struct Choice {
+// Two scratch rows' forward times made one, sent to `to`: the faster of a kernel timed two ways (a choice), or a
+// predictor's ratio times the composition it is over (a product).
+struct Combination {
     Destination to;
     std::size_t first, second;  // scratch rows
+    bool product;
 };
 
 // Guards against a kind table whose kernels refer back to themselves.
@@ -74,7 +77,11 @@ public:
     // "train_forward", `c` within the fitted range); false where it has none, the step's forward then being the
     // forward alone.
     bool step_forward(const LayerConfig& c, Destination d, Precision precision) {
-        if (!bundle_.has(c.kind().name, kTrainForward) || unfitted(c)) return false;
+        if (!has(c.kind(), kTrainForward) || unfitted(c)) return false;
+        if (over_kernels(c.kind(), kTrainForward)) {
+            over_composition(c, kTrainForward, d, precision);
+            return true;
+        }
         const LayerConfig kernel = narrowed(c, precision);
         d.weight *= tensor_core_factor(kernel, gpu_, precision);
         queue(kernel, kTrainForward, d);
@@ -82,7 +89,10 @@ public:
     }
 
     void optimizer_step(const LayerConfig& c, Destination d) {
-        if (bundle_.has(c.kind().name, "optimizer")) return queue(c, "optimizer", d);
+        if (has(c.kind(), "optimizer")) {
+            return over_kernels(c.kind(), "optimizer") ? over_composition(c, "optimizer", d, Precision::fp32)
+                                                       : queue(c, "optimizer", d);
+        }
         const LayerCost cost = c.kind().cost(c, kFp32Bytes);
         if (cost.parameters <= 0 || cost.parameter_tensors <= 0) return;
         update(cost.parameters / cost.parameter_tensors, scaled(d, cost.parameter_tensors));
@@ -98,9 +108,33 @@ public:
         forward_in(kernel, scaled(d, spec.kernels_per_tensor), 1, Precision::fp32);
     }
 
-    // Runs the queued predictions, one batch per (kind, mode), then makes the choices.
+    // A kind whose predictor in `mode` learned its time over the composition of its kernels (kOverKernels): that
+    // ratio, predicted for `c` as measured, times the composition in `precision`, planned as though the bundle had
+    // no predictor of the kind (as prenet.fit composed it). "train" composes the step: forward, backward, update.
+    void over_composition(const LayerConfig& c, const std::string& mode, Destination d, Precision precision) {
+        const std::size_t ratio = scratch_.size(), composition = ratio + 1;
+        scratch_.resize(ratio + 2);
+        queue(c, mode, {ratio, kForward, 1.0, TimeBasis::predicted, true});
+        const Destination to{composition, kForward, 1.0, TimeBasis::predicted, true};
+        hidden_.push_back(&c.kind());
+        if (mode == "forward" || mode == kTrainForward || mode == "train") forward(c, to, precision);
+        if (mode == "backward" || mode == "train") backward_in(c, to, 0, precision);
+        if (mode == "optimizer" || mode == "train") optimizer_step(c, to);
+        hidden_.pop_back();
+        combinations_.push_back({d, ratio, composition, true});
+    }
+
+    // Runs the queued predictions, one batch per (kind, mode), then makes the combinations, the latest first (a
+    // combination's rows may hold later ones: a kernel of a composition timed two ways).
     void flush() {
         for (auto& [key, batch] : batches_) {
+            if (bundle_.predictor(key.first, key.second).over_kernels()) {  // ratios, for products
+                const auto ratios = bundle_.predict_ratio(key.first, key.second, batch.configs, gpu_, optimizer_);
+                for (std::size_t i = 0; i < ratios.size(); ++i) {
+                    for (const Destination& d : batch.destinations[i]) add(d, TimeBasis::predicted, ratios[i]);
+                }
+                continue;
+            }
             const std::size_t queued = batch.configs.size();
             // each streaming kernel below one wave, then its bound: the same kernel filling the wave (one_wave)
             std::vector<std::optional<std::size_t>> wave_row(queued);
@@ -126,13 +160,17 @@ public:
             }
         }
         batches_.clear();
-        for (const Choice& c : choices_) {
-            const LayerTime& a = scratch_[c.first];
-            const LayerTime& b = scratch_[c.second];
+        for (auto c = combinations_.rbegin(); c != combinations_.rend(); ++c) {
+            const LayerTime& a = scratch_[c->first];
+            const LayerTime& b = scratch_[c->second];
+            if (c->product) {
+                add(c->to, TimeBasis::predicted, a.forward_ms * b.forward_ms);
+                continue;
+            }
             const LayerTime& faster = a.forward_ms <= b.forward_ms ? a : b;
-            add(c.to, faster.forward_basis, faster.forward_ms);
+            add(c->to, faster.forward_basis, faster.forward_ms);
         }
-        choices_.clear();
+        combinations_.clear();
         scratch_.clear();
     }
 
@@ -152,7 +190,8 @@ private:
     // GEMM) is a leaf there, so that the faster of those and its CUDA-core kernels is taken.
     void forward_in(const LayerConfig& c, Destination d, int depth, Precision precision) {
         const LayerKind& kind = c.kind();
-        if (!bundle_.has(kind.name, "forward") && kind.forward_kernels && depth < kMaxDepth &&
+        if (over_kernels(kind, "forward")) return over_composition(c, "forward", d, precision);
+        if (!has(kind, "forward") && kind.forward_kernels && depth < kMaxDepth &&
             !(kind.tensor_core_kernels && on_tensor_cores(kind, gpu_, precision))) {
             expand(c, d, depth, precision);
             return;
@@ -162,7 +201,10 @@ private:
 
     void backward_in(const LayerConfig& c, Destination d, int depth, Precision precision) {
         const LayerKind& kind = c.kind();
-        if (bundle_.has(kind.name, "backward")) return leaf(c, "backward", d, precision);
+        if (has(kind, "backward")) {
+            return over_kernels(kind, "backward") ? over_composition(c, "backward", d, precision)
+                                                  : leaf(c, "backward", d, precision);
+        }
         if (kind.backward_kernels) {
             for (const auto& k : kind.backward_kernels(c)) {
                 forward_in(configure(k), scaled(d, k.count), depth + 1, width(k, precision_within(kind, precision)));
@@ -241,7 +283,7 @@ private:
                 scratch_.resize(first + 2);
                 tensor_core_work(works, {first, kForward, 1.0, TimeBasis::predicted, true}, factor, precision);
                 timed(kernel, mode, {first + 1, kForward, 1.0, TimeBasis::predicted, true});
-                choices_.push_back({d, first, first + 1});
+                combinations_.push_back({d, first, first + 1, false});
                 return;
             }
         }
@@ -272,10 +314,18 @@ private:
 
     // Predicted where the bundle has the mode; else, forward, its CUDA-core kernels; else its roofline bound.
     void timed(const LayerConfig& kernel, const std::string& mode, Destination d) {
-        if (bundle_.has(kernel.kind().name, mode)) return queue(kernel, mode, d);
+        if (has(kernel.kind(), mode)) return queue(kernel, mode, d);
         if (mode == "forward" && kernel.kind().forward_kernels) return expand(kernel, d, 1, Precision::fp32_strict);
         const LayerCost cost = kernel.kind().cost(kernel, kFp32Bytes);
         add(d, TimeBasis::roofline, roofline_ms(cost.forward_flops, cost.forward_bytes, gpu_));
+    }
+
+    // Whether the bundle has a predictor of the kind in `mode` that is not hidden (over_composition).
+    bool has(const LayerKind& kind, const std::string& mode) const {
+        return bundle_.has(kind.name, mode) && std::find(hidden_.begin(), hidden_.end(), &kind) == hidden_.end();
+    }
+    bool over_kernels(const LayerKind& kind, const std::string& mode) const {
+        return has(kind, mode) && bundle_.predictor(kind.name, mode).over_kernels();
     }
 
     static Destination scaled(Destination d, double factor) {
@@ -323,7 +373,8 @@ private:
     };
     std::map<std::pair<std::string, std::string>, Batch> batches_;
     std::vector<LayerTime> scratch_;
-    std::vector<Choice> choices_;
+    std::vector<Combination> combinations_;
+    std::vector<const LayerKind*> hidden_;  // kinds whose predictors a composition is planned without
 };
 
 }  // namespace
@@ -374,6 +425,28 @@ std::pair<std::vector<LayerTime>, std::vector<LayerTime>> estimate_layer_times_w
         }
     }
     return {std::move(out), std::move(cuda_core)};
+}
+
+std::vector<double> predict_mode_ms(const PredictorBundle& bundle, const std::string& mode,
+                                    const std::vector<LayerConfig>& configs, const GpuSpec& gpu,
+                                    const std::string& optimizer) {
+    if (configs.empty()) return {};
+    const std::string& kind = configs.front().kind().name;
+    if (!bundle.predictor(kind, mode).over_kernels()) return bundle.predict_ms(kind, mode, configs, gpu, optimizer);
+    find_optimizer(optimizer);
+    std::vector<LayerTime> out(configs.size());
+    const IssueGaps none;
+    Planner planner(bundle, gpu, optimizer, out, none);
+    for (std::size_t row = 0; row < configs.size(); ++row) {
+        if (&configs[row].kind() != &configs.front().kind()) {
+            throw std::invalid_argument("predict_mode_ms: configurations of different kinds in one call");
+        }
+        planner.over_composition(configs[row], mode, {row, kForward, 1.0, TimeBasis::predicted}, Precision::fp32);
+    }
+    planner.flush();
+    std::vector<double> ms;
+    for (const auto& t : out) ms.push_back(t.forward_ms);
+    return ms;
 }
 
 std::vector<LayerTime> estimate_update_times(const PredictorBundle& bundle, const std::vector<double>& tensor_elements,

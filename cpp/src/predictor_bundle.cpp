@@ -190,9 +190,9 @@ PredictorBundle PredictorBundle::load(const std::string& folder, const std::stri
             const std::string where = manifest_path + " (" + p.kind + ", " + p.mode + ")";
             try {
                 auto names = p.features;
-                if (p.target.rfind(kLogOver, 0) == 0) {
+                if (p.target.rfind(kLogOver, 0) == 0 && !p.over_kernels()) {  // over a feature, read beside them
                     names.push_back(p.target.substr(std::string(kLogOver).size()));
-                } else if (p.target != "log_ms") {
+                } else if (p.target != "log_ms" && !p.over_kernels()) {
                     throw std::invalid_argument("unknown target '" + p.target + "'");
                 }
                 if (entry.contains("target_range")) p.target_range = target_range(entry.at("target_range"), p.target);
@@ -257,14 +257,31 @@ std::vector<double> PredictorBundle::predict_ms(const std::string& kind, const s
                                                 const std::vector<LayerConfig>& configs, const GpuSpec& gpu,
                                                 const std::string& optimizer) const {
     const Predictor& p = predictor(kind, mode);
-    const bool relative = p.target.rfind(kLogOver, 0) == 0;
+    if (p.over_kernels()) {
+        throw std::invalid_argument("the predictor of layer kind '" + kind + "' in mode '" + mode +
+                                    "' gives time over its kernels' composition, which layer timing composes "
+                                    "(predict_mode_ms, estimate_layer_times)");
+    }
+    return predicted(p, configs, gpu, optimizer, true);
+}
+
+std::vector<double> PredictorBundle::predict_ratio(const std::string& kind, const std::string& mode,
+                                                   const std::vector<LayerConfig>& configs, const GpuSpec& gpu,
+                                                   const std::string& optimizer) const {
+    return predicted(predictor(kind, mode), configs, gpu, optimizer, false);
+}
+
+std::vector<double> PredictorBundle::predicted(const Predictor& p, const std::vector<LayerConfig>& configs,
+                                               const GpuSpec& gpu, const std::string& optimizer,
+                                               bool times_feature) const {
+    const bool over_feature = p.target.rfind(kLogOver, 0) == 0 && !p.over_kernels();
     const ParameterRanges& ranges = fitted_ranges(p.kind);
     std::vector<LayerConfig> placed;
     if (!ranges.empty()) {
         placed.reserve(configs.size());
         for (const auto& config : configs) placed.push_back(within_fitted_rows(config, ranges));
     }
-    // One pass over the features: the model's inputs, then (for a relative target) the feature it divides by.
+    // One pass over the features: the model's inputs, then (for a target over a feature) the feature it divides by.
     FeatureMatrix inputs = model_inputs(p.sources, ranges.empty() ? configs : placed, gpu, optimizer);
     if (p.kernel) mark_predicted_kernels(p, inputs);
     const auto columns = static_cast<Eigen::Index>(p.features.size());
@@ -274,7 +291,8 @@ std::vector<double> PredictorBundle::predict_ms(const std::string& kind, const s
         const auto row = static_cast<Eigen::Index>(i);
         const double target = p.target_range ? std::clamp(raw[row], p.target_range->first, p.target_range->second)
                                              : raw[row];
-        ms[i] = std::exp(target) * (relative ? inputs(row, columns) : 1.0);  // undo the target's log transform
+        // undo the target's log transform, then its division
+        ms[i] = std::exp(target) * (over_feature && times_feature ? inputs(row, columns) : 1.0);
     }
     return ms;
 }

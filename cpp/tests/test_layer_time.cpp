@@ -723,4 +723,50 @@ TEST_F(EstimatorTest, MaxPoolingsIndicesKeepTheirWidthUnderATwoBytePrecision) {
                 (2 * (2 * input + output) + 8 * output) / (4 * (2 * input + output) + 8 * output), 1e-4);
 }
 
+TEST_F(EstimatorTest, AKindFittedOverItsKernelsCompositionScalesWhatItsKernelsWouldTake) {
+    const auto attention = find_layer_kind("multihead_attention").configure(
+        {{"batch", 2}, {"seq_len", 16}, {"embed_dim", 32}, {"num_heads", 4}, {"bias", 0}});
+    const auto add = find_layer_kind("add").configure({{"batch", 4}, {"features", 1000}});
+    const auto composed = prenet::estimate_layer_times(prenet::PredictorBundle::load(folder_.string()),
+                                                       {attention, add}, gpu_, "adam");
+    // Attention's forward at twice its kernels' composition, its whole step at 3 times its step's; the linear
+    // layers' forward predictor (1 ns per FLOP) stays and is composed of.
+    std::ofstream(folder_ / "manifest.json")
+        << R"({"format": "prenet-predictors", "version": 1, "predictors": [{"kind": "linear", "mode": "forward",
+           "family": "linear", "file": "m.json", "features": ["batch"], "target": "log_ms_over:forward_flops"},
+           {"kind": "multihead_attention", "mode": "forward", "family": "linear", "file": "a.json",
+           "features": ["batch"], "target": "log_ms_over:kernels", "target_range": [-1, 1]},
+           {"kind": "multihead_attention", "mode": "train", "family": "linear", "file": "t.json",
+           "features": ["batch"], "target": "log_ms_over:kernels"}]})";
+    std::ofstream(folder_ / "a.json") << std::setprecision(17)
+                                      << R"({"mean": [0], "scale": [1], "layers": [{"weight": [[0]], "bias": [)"
+                                      << std::log(2.0) << "]}]}";
+    std::ofstream(folder_ / "t.json") << std::setprecision(17)
+                                      << R"({"mean": [0], "scale": [1], "layers": [{"weight": [[0]], "bias": [)"
+                                      << std::log(3.0) << "]}]}";
+    const auto bundle = prenet::PredictorBundle::load(folder_.string());
+    const auto times = prenet::estimate_layer_times(bundle, {attention, add}, gpu_, "adam");
+    EXPECT_NEAR(times[0].forward_ms, 2 * composed[0].forward_ms, 1e-12 * composed[0].forward_ms);
+    EXPECT_EQ(times[0].forward_basis, prenet::TimeBasis::predicted);
+    EXPECT_NEAR(times[0].step_forward_ms, times[0].forward_ms, 1e-15);  // no train_forward predictor
+    EXPECT_DOUBLE_EQ(times[0].backward_ms, composed[0].backward_ms);    // no backward predictor: as before
+    EXPECT_DOUBLE_EQ(times[1].forward_ms, composed[1].forward_ms);
+    // The step's predictor alone: 3 times the composed forward, backward and (none: no parameters) update.
+    const auto step = prenet::predict_mode_ms(bundle, "train", {attention}, gpu_, "adam");
+    EXPECT_NEAR(step[0], 3 * (composed[0].forward_ms + composed[0].backward_ms + composed[0].optimizer_ms),
+                1e-12 * step[0]);
+    EXPECT_NEAR(prenet::predict_mode_ms(bundle, "forward", {attention}, gpu_, "adam")[0], times[0].forward_ms,
+                1e-12 * times[0].forward_ms);
+    EXPECT_NEAR(bundle.predict_ratio("multihead_attention", "forward", {attention}, gpu_, "adam")[0], 2.0, 1e-12);
+    try {  // time over a composition is not a time by itself
+        bundle.predict_ms("multihead_attention", "forward", {attention}, gpu_, "adam");
+        FAIL();
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("over its kernels' composition"), std::string::npos);
+    }
+    // A predictor of a kind without one over its kernels is predicted as before.
+    EXPECT_DOUBLE_EQ(prenet::predict_mode_ms(bundle, "forward", {token_linear()}, gpu_, "sgd")[0],
+                     bundle.predict_ms("linear", "forward", {token_linear()}, gpu_, "sgd")[0]);
+}
+
 }  // namespace

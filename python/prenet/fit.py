@@ -7,29 +7,37 @@ For each kind and mode: every feature set (the paper's Baseline, +CO, +CO+CM, +C
 model family, fitted on 80% of the configurations; the predictor nearest issue 4's target on the validation part
 (training.best_on_validation: median and 90th percentile relative error together) is exported; the tables report
 the held-out test part. Modes outside --ablation-modes fit our feature set
-only (every family), which is all the bundle needs. Each kind is kept as it finishes: run again with the same
-settings, an interrupted fit fits only the kinds it had not finished (--restart: every kind); the bundle folder
-changes only when all are done.
+only (every family), which is all the bundle needs. Then each kind whose forward the kind table composes of other
+kinds' kernels (attention, the recurrent layers, ...) is fitted, every mode, over that composition as the other
+kinds' chosen predictors give it ("composed": tree families on ours' inputs, training.OVER_KERNELS), and such a
+predictor replaces the one chosen before where it is nearer the target on validation (fit_composed). Each kind is
+kept as it finishes: run again with the same settings, an interrupted fit fits only the kinds it had not finished
+(--restart: every kind); the bundle folder changes only when all are done.
 """
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 from . import training
+from ._native import core
 from .atomic_file import write_json
 from .paper_tables import PAPER_RMSE, PAPER_SELECTION
 
 # The paper's ablation and ours (the reproduction's columns); "efficiency" and "blend" (ours and efficiency averaged,
 # prenet.blended_forests) for transfer to unseen GPUs, where blend is chosen (prenet.unseen_gpu.SERVED_SET).
 PAPER_AND_OURS = {"baseline": "Baseline", "co": "CO", "cocm": "COCM", "cocmct": "COCMCT", "ours": "ours"}
-# "kernel": ours and the kernel the library runs, predicted (training.KernelChoiceModel; linear layers only).
-SET_TITLES = {**PAPER_AND_OURS, "efficiency": "efficiency", "blend": "blend", "kernel": "ours+kernel"}
+# "kernel": ours and the kernel the library runs, predicted (training.KernelChoiceModel; linear layers only);
+# "composed": ours over the composition of the kind's kernels (training.OVER_KERNELS; fit_composed).
+SET_TITLES = {**PAPER_AND_OURS, "efficiency": "efficiency", "blend": "blend", "kernel": "ours+kernel",
+              "composed": "ours over kernels"}
 # "neusight_device": the NeuSight set as device time (each latency less its host's launch gap, prenet.launch_gap).
 DATA_SETS = ("cpu", "neusight", "neusight_device")
 # Inside the bundle folder while a fit runs: each finished kind's chosen model files and its tables, so that an
@@ -63,7 +71,8 @@ def tables_markdown(kind, mode, results, chosen):
     where it published them, and the chosen predictor."""
     sets = list(dict.fromkeys(r["feature_set"] for r in results))
     families = list(dict.fromkeys(r["family"] for r in results))
-    cell = {(r["family"], r["feature_set"]): r["test"] for r in results}
+    cell = {(r["family"], r["feature_set"]): r["test"] for r in results}  # a set fitted with some families only
+    shown = {key: f"{t['rmse_ms']:.4g} ({100 * t['median_rel']:.1f}%)" for key, t in cell.items()}
     paper = PAPER_RMSE.get(kind, {})
     header = "| family | " + " | ".join(SET_TITLES[s] for s in sets) + " | improvement |"
     if paper:
@@ -73,7 +82,7 @@ def tables_markdown(kind, mode, results, chosen):
                                                           else "") + ".", "", header,
              "| --- |" + " --- |" * (len(sets) + 1 + (3 if paper else 0))]
     for family in families:
-        row = [f"{cell[(family, s)]['rmse_ms']:.4g} ({100 * cell[(family, s)]['median_rel']:.1f}%)" for s in sets]
+        row = [shown.get((family, s), "") for s in sets]
         improvement = ""
         if (family, "baseline") in cell and (family, "cocmct") in cell:
             base, full = cell[(family, "baseline")]["rmse_ms"], cell[(family, "cocmct")]["rmse_ms"]
@@ -225,6 +234,27 @@ class FitProgress:
             "sections": [tables_markdown(k, mode, results, best) for k, mode, results, best in fitted]}
         write_json(self.path, self.state)
 
+    def composed(self, kind):
+        """Whether `kind` went through fit_composed (its "compositions": {mode: the sum of its rows' composed
+        times}, empty for a kind not composed of others)."""
+        return "compositions" in self.done[kind]
+
+    def add_composed(self, kind, fitted, totals):
+        """Keeps what fit_composed made of a kind: [(mode, composed results, chosen)] and its compositions' totals;
+        a mode whose chosen predictor is over the composition replaces the one chosen before (its model file
+        written to the staging folder), and its tables gain the composed set's row."""
+        state = self.done[kind]
+        for mode, results, best in fitted:
+            index = next(i for i, c in enumerate(state["chosen"]) if c["mode"] == mode)
+            if "model" in best:  # nearer the target than the mode's earlier choice
+                state["entries"][index] = training.export_model(self.staging, best)
+                state["chosen"][index] = result_record(best)
+            state["records"] += [result_record(r) for r in results]
+            mode_records = [r for r in state["records"] if r["mode"] == mode]
+            state["sections"][index] = tables_markdown(kind, mode, mode_records, state["chosen"][index])
+        state["compositions"] = totals
+        write_json(self.path, self.state)
+
     def gathered(self, kinds, key):
         return [item for kind in kinds if kind in self.done for item in self.done[kind][key]]
 
@@ -236,6 +266,52 @@ class FitProgress:
                 (self.staging / file).replace(Path(folder) / file)
         training.write_manifest(folder, entries, provenance)
         shutil.rmtree(self.staging)
+
+
+def composing_bundle(entries, files, provenance):
+    """The native bundle of manifest `entries`, their model files in the folder `files`, loaded through a temporary
+    folder of links to them (a bundle reads every model file as it loads)."""
+    with tempfile.TemporaryDirectory(prefix="prenet-composing-") as scratch:
+        for entry in entries:
+            for name in training.model_files(entry):
+                (Path(scratch) / name).symlink_to((Path(files) / name).resolve())
+        training.write_manifest(scratch, entries, provenance)
+        return core().PredictorBundle(scratch, "")
+
+
+def kind_compositions(progress, kind, frame, kinds, provenance):
+    """training.compositions of `kind`'s rows by the chosen predictors of the other `kinds` so far."""
+    others = [entry for other in kinds if other != kind for entry in progress.done[other]["entries"]]
+    return training.compositions(kind, frame, composing_bundle(others, progress.staging, provenance))
+
+
+def fit_composed(kind, frame, composed, chosen, families, trees=None):
+    """[(mode, results, best)] for each mode of `chosen` (the kind's chosen records): the composed set fitted over
+    `composed` (training.compositions) with the tree families of `families`, and the nearer the target on
+    validation (training.validation_rank) of its best and the earlier choice (a record, without a model)."""
+    fitted = []
+    for record in chosen:
+        results = training.fit_kind(kind, frame, mode=record["mode"], families=families, sets=("composed",),
+                                    trees=trees, composed=composed)
+        best = min([record, training.best_on_validation(results)], key=training.validation_rank)
+        fitted.append((record["mode"], results, best))
+    return fitted
+
+
+def check_compositions(progress, data, kinds, provenance, max_rows):
+    """Raises RuntimeError where a kind fitted over its kernels' composition would meet another at prediction: one
+    of the kinds it is composed of refitted over its own after it was fitted (the composition totals differ)."""
+    for kind in kinds:
+        totals = progress.done[kind].get("compositions")
+        if not totals or not any(e["target"] == training.OVER_KERNELS for e in progress.done[kind]["entries"]):
+            continue
+        composed = kind_compositions(progress, kind, _subsample(data[kind], max_rows), kinds, provenance)
+        changed = [mode for mode, total in totals.items()
+                   if not math.isclose(float(np.sum(composed[mode])), total, rel_tol=1e-9)]
+        if changed:
+            raise RuntimeError(f"{kind} was fitted over its kernels' composition, which the final bundle composes "
+                               f"otherwise in modes {changed}: a kind it is composed of was refitted over its own "
+                               "kernels after it; fit that kind first (--restart)")
 
 
 def main(argv=None):
@@ -278,9 +354,7 @@ def main(argv=None):
         for _, mode, _, best in fitted:
             print(f"{kind} {mode}: {best['family']} on {best['feature_set']}, test median "
                   f"{100 * best['test']['median_rel']:.2f}% ({time.monotonic() - started:.0f} s)", flush=True)
-    chosen, records = progress.gathered(kinds, "chosen"), progress.gathered(kinds, "records")
-    sections = progress.gathered(kinds, "sections")
-    provenance = {"data": source, "modes": sorted({c["mode"] for c in chosen}),
+    provenance = {"data": source, "modes": sorted({c["mode"] for k in kinds for c in progress.done[k]["chosen"]}),
                   "devices": sorted({g for k in kinds for g in data[k]["gpu"].unique()}),
                   "rows": {k: int(min(len(data[k]), args.max_rows or len(data[k]))) for k in kinds},
                   "ranges": {k: training.parameter_ranges(k, data[k]) for k in kinds},
@@ -288,6 +362,22 @@ def main(argv=None):
                   "trees": args.trees or "family default",
                   # what the predictors return: a measured latency (with the host's launch gap) or device time
                   "timing": "device" if args.data == "neusight_device" else "latency"}
+    composed_families = [family for family in args.families if family in training.TREE_FAMILIES]
+    for kind in kinds:
+        if progress.composed(kind):
+            continue
+        frame = _subsample(data[kind], args.max_rows)
+        composed = kind_compositions(progress, kind, frame, kinds, provenance) if composed_families else None
+        fitted = [] if composed is None else fit_composed(kind, frame, composed, progress.done[kind]["chosen"],
+                                                          composed_families, args.trees)
+        progress.add_composed(kind, fitted, {} if composed is None else
+                              {mode: float(np.sum(values)) for mode, values in composed.items()})
+        for mode, _, best in fitted:
+            print(f"{kind} {mode} over its kernels: {best['family']} on {best['feature_set']}, test median "
+                  f"{100 * best['test']['median_rel']:.2f}% ({time.monotonic() - started:.0f} s)", flush=True)
+    check_compositions(progress, data, kinds, provenance, args.max_rows)
+    chosen, records = progress.gathered(kinds, "chosen"), progress.gathered(kinds, "records")
+    sections = progress.gathered(kinds, "sections")
     progress.finish(args.out, kinds, provenance)
     medians = [c["test"]["median_rel"] for c in chosen]
     command = f"`.venv/bin/python -m prenet.fit {' '.join(argv if argv is not None else sys.argv[1:])}`"

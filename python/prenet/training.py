@@ -90,6 +90,11 @@ def kernel_set(kind, ours):
     return ours + _kind_spec(kind)["gemm_features"]
 
 
+# The target of time over the composition of the kind's kernels (prenet/predictor_bundle.hpp, kOverKernels): the
+# time layer timing gives a configuration of the kind where the bundle has no predictor of it (compositions).
+OVER_KERNELS = "log_ms_over:kernels"
+
+
 def target_for(feature_set, mode="forward"):
     """The paper's sets predict time (we use its log, as trees and MLPs fit multiplicative structure better);
     ours, efficiency, blend and kernel predict the log of time over the mode's bound where one exists: in the forward
@@ -99,9 +104,12 @@ def target_for(feature_set, mode="forward"):
     new one the CPU set's validation median fell for 16 of 19 kinds and its 90th percentile for 14, xgboost on ours;
     linear's 7.6% / 32.5% -> 5.9% / 27.9%), and in the backward pass's its bound plus the same
     (backward_kernel_bound_ms; until 2026-11-27 log time: over the bound 12 of 15 kinds tried fitted better, median
-    and 90th percentile, on the CPU set's validation part; batch norm's 5.5% / 23.6% -> 4.0% / 13.5%)."""
+    and 90th percentile, on the CPU set's validation part; batch norm's 5.5% / 23.6% -> 4.0% / 13.5%). "composed"
+    (ours' inputs, for a kind composed of others' kernels) predicts time over that composition (OVER_KERNELS)."""
     bounds = {"forward": "forward_kernel_bound_ms", "train_forward": "forward_kernel_bound_ms",
               "train": "train_kernel_bound_ms", "backward": "backward_kernel_bound_ms"}
+    if feature_set == "composed":
+        return OVER_KERNELS
     if feature_set in ("ours", "efficiency", "blend", "kernel") and mode in bounds:
         return f"log_ms_over:{bounds[mode]}"
     return "log_ms"
@@ -139,12 +147,23 @@ def model_inputs(kind, frame, names, optimizer_column=None):
     return out
 
 
-def target_values(kind, frame, target, ms_column):
-    ms = frame[ms_column].to_numpy(float)
+def divisor(kind, frame, target, composed=None):
+    """What `target` divides each row's time by: its feature, or for OVER_KERNELS the rows' `composed` times
+    (compositions; ValueError where they are not given); None for log time."""
     if target == "log_ms":
-        return np.log(ms)
-    base = model_inputs(kind, frame, [target.split(":", 1)[1]])[:, 0]
-    return np.log(ms / base)
+        return None
+    if target == OVER_KERNELS:
+        if composed is None:
+            raise ValueError(f"target {target} divides by the kind's kernels' composition: pass the rows' composed "
+                             "times (training.compositions)")
+        return np.asarray(composed, dtype=float)
+    return model_inputs(kind, frame, [target.split(":", 1)[1]])[:, 0]
+
+
+def target_values(kind, frame, target, ms_column, composed=None):
+    ms = frame[ms_column].to_numpy(float)
+    base = divisor(kind, frame, target, composed)
+    return np.log(ms if base is None else ms / base)
 
 
 def target_range(target, y):
@@ -162,10 +181,35 @@ def clipped_targets(result, x):
     return raw if bounds is None else np.clip(raw, *bounds)
 
 
-def to_ms(kind, frame, target, raw):
-    if target == "log_ms":
-        return np.exp(raw)
-    return np.exp(raw) * model_inputs(kind, frame, [target.split(":", 1)[1]])[:, 0]
+def to_ms(kind, frame, target, raw, composed=None):
+    base = divisor(kind, frame, target, composed)
+    return np.exp(raw) if base is None else np.exp(raw) * base
+
+
+# Each mode's time among layer timing's parts (the native estimate's); "train" is the step's sum.
+MODE_PARTS = {"forward": ("forward_ms",), "train_forward": ("step_forward_ms",), "backward": ("backward_ms",),
+              "optimizer": ("optimizer_ms",), "train": ("step_forward_ms", "backward_ms", "optimizer_ms")}
+
+
+def compositions(kind, frame, bundle):
+    """{mode: each row's time composed of the kind's kernels} by the native `bundle` (one without predictors of
+    `kind`, so that layer timing composes it: prenet/layer_time.hpp), per row's device and optimizer (plain SGD
+    where the row has none), in fp32; None where the kind's forward is not composed of other kinds' kernels. What
+    an OVER_KERNELS predictor's time is over, as the native predictor composes it (predict_mode_ms)."""
+    if not _kind_spec(kind)["forward_kernels"]:
+        return None
+    keys = config_keys(kind, frame)
+    optimizers = (frame["optimizer"].fillna("sgd").to_numpy() if "optimizer" in frame else
+                  np.full(len(frame), "sgd", dtype=object))
+    parts = {part: np.zeros(len(frame)) for part in ("forward_ms", "step_forward_ms", "backward_ms", "optimizer_ms")}
+    for (gpu, optimizer), rows in frame.assign(_optimizer=optimizers).groupby(["gpu", "_optimizer"],
+                                                                                sort=False).indices.items():
+        catalog, name = device_catalog(gpu)
+        configs = frame.iloc[rows][keys].astype("int64").to_dict("records")
+        times = bundle.estimate(kind, configs, catalog, name, optimizer, "fp32")
+        for part, values in parts.items():
+            values[rows] = [t[part] for t in times]
+    return {mode: sum(parts[part] for part in MODE_PARTS[mode]) for mode in MODES}
 
 
 def configuration_strings(frame, config_columns):
@@ -357,7 +401,7 @@ def scores(measured_ms, predicted_ms):
 
 
 def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epochs=300, seed=0, trees=None,
-             split=None):
+             split=None, composed=None):
     """Fits every (feature set, family) to the `<mode>_ms` column on the training part; returns a list of result
     dicts with validation and test scores and the fitted models. Rows without a time for the mode (an optimizer
     step of a kind without parameters) are left out. Kinds of KERNEL_CHOICE_KINDS whose frame has a `kernel`
@@ -365,11 +409,14 @@ def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epoc
     classifier predicts from them (KernelChoiceModel). The "blend" set is fitted with the tree families only
     (make_candidate). `split`: {configuration string (configuration_strings over the kind's keys, and the optimizer
     where the mode has one): its part} in place of the one drawn here, so that predictors fitted on different data
-    sets of the same configurations share one (a row whose configuration it lacks is in no part)."""
+    sets of the same configurations share one (a row whose configuration it lacks is in no part). `composed`: {mode:
+    each row's time composed of the kind's kernels} (compositions, rows as `frame`'s), which adds the "composed"
+    set: ours' inputs over that composition (OVER_KERNELS), tree families only."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     ms_column = f"{mode}_ms"
-    frame = frame[frame[ms_column].notna() & (frame[ms_column] > 0)].reset_index(drop=True)
+    timed = (frame[ms_column].notna() & (frame[ms_column] > 0)).to_numpy()
+    frame = frame[timed].reset_index(drop=True)
     optimizer_column = "optimizer" if mode in ("optimizer", "train") else None
     split_columns = config_keys(kind, frame) + ([optimizer_column] if optimizer_column else [])
     part = (split_by_configuration(frame, split_columns, seed) if split is None else
@@ -383,16 +430,19 @@ def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epoc
     candidates = feature_sets(kind, frame["gpu"].unique(), mode, optimizers)
     if kind in KERNEL_CHOICE_KINDS and "kernel" in frame:
         candidates["kernel"] = kernel_set(kind, candidates["ours"])
+    if composed is not None:
+        candidates["composed"] = candidates["ours"]
+        composed = np.asarray(composed[mode], dtype=float)[timed]
     results = []
     for set_name, names in candidates.items():
         if sets and set_name not in sets:
             continue
         target = target_for(set_name, mode)
         x = model_inputs(kind, frame, names, optimizer_column)
-        y = target_values(kind, frame, target, ms_column)
+        y = target_values(kind, frame, target, ms_column, composed)
         train = part == "train"
         for family in families:
-            if set_name == "blend" and family not in TREE_FAMILIES:
+            if set_name in ("blend", "composed") and family not in TREE_FAMILIES:
                 continue
             started = time.monotonic()
             model = make_candidate(set_name, family, names, mlp_epochs, seed, trees)
@@ -405,7 +455,8 @@ def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epoc
                       "fit_s": time.monotonic() - started}
             for which in ("validation", "test"):
                 rows = part == which
-                predicted = to_ms(kind, frame[rows], target, clipped_targets(result, x[rows]))
+                predicted = to_ms(kind, frame[rows], target, clipped_targets(result, x[rows]),
+                                  None if composed is None else composed[rows])
                 result[which] = scores(frame.loc[rows, ms_column].to_numpy(float), predicted)
             results.append(result)
     return results
@@ -434,7 +485,12 @@ def best_on_validation(results):
     validation median of all, which met the target in 35 of the CPU set's 85 kind and mode pairs on the test part
     (and 6 of the GPU set's 8, whose choices this leaves as they were)."""
     over_bound = [r for r in results if r["target"] != "log_ms"] or results
-    return min(over_bound, key=lambda r: (target_ratio(r["validation"]), r["validation"]["median_rel"]))
+    return min(over_bound, key=validation_rank)
+
+
+def validation_rank(result):
+    """A result's place in best_on_validation's order: its validation target_ratio, then its validation median."""
+    return target_ratio(result["validation"]), result["validation"]["median_rel"]
 
 
 def _nine_digits(value):
@@ -491,7 +547,9 @@ def export_model(folder, result):
     """Writes one chosen result's model file into `folder` (compact gzip JSON), and its kernel classifier's where
     it has one; returns its manifest entry."""
     kind, mode, family, model = result["kind"], result["mode"], result["family"], result["model"]
-    name = f"{kind}-{mode}-{family}.json.gz"
+    # a predictor over its kernels' composition is named apart from the same family's over a bound, which it may
+    # replace in a fit's staging folder (prenet.fit.FitProgress.add_composed)
+    name = f"{kind}-{mode}-{family}{'-over-kernels' if result['target'] == OVER_KERNELS else ''}.json.gz"
     entry = {"kind": kind, "mode": mode, "family": family, "file": name, "features": result["features"],
              "target": result["target"], "feature_set": result["feature_set"],
              "scores": {"validation": result["validation"], "test": result["test"]}}

@@ -68,6 +68,14 @@ std::pair<std::vector<LayerTime>, std::vector<LayerTime>> estimate_layer_times_w
     const PredictorBundle& bundle, const std::vector<LayerConfig>& configs, const GpuSpec& gpu,
     const std::string& optimizer, Precision precision, const IssueGaps& issue_gap_ms, bool with_cuda_core);
 
+// Milliseconds of `configs` (all of one kind) in `mode` by the bundle's predictor of (kind, mode) alone, as it was
+// fitted: its prediction, or for a predictor of time over its kernels' composition (kOverKernels) that ratio times
+// the composition by the rules above in fp32, the kind's own predictors left out ("train" composes the step forward,
+// backward and update; no issue gaps). Throws std::invalid_argument where the bundle has no such predictor.
+std::vector<double> predict_mode_ms(const PredictorBundle& bundle, const std::string& mode,
+                                    const std::vector<LayerConfig>& configs, const GpuSpec& gpu,
+                                    const std::string& optimizer);
+
 // The optimizer's update of parameter tensors of the given element counts, one time per tensor, composed by the
 // optimizer rule above (issue_gap_ms as above).
 std::vector<LayerTime> estimate_update_times(const PredictorBundle& bundle, const std::vector<double>& tensor_elements,

@@ -19,6 +19,9 @@ namespace prenet {
 
 // Version of the bundle format this build reads.
 inline constexpr int kBundleFormatVersion = 1;
+// The target of a predictor of time over the composition of its kind's kernels: the time layer timing gives the
+// configuration where the bundle has no predictor of the kind (prenet/layer_time.hpp, predict_mode_ms).
+inline constexpr const char* kOverKernels = "log_ms_over:kernels";
 
 // Where one model input comes from: a column of the kind's native feature vector, or an indicator
 // ("gpu=<catalog name>", "optimizer=<name>": 1 where it holds; "kernel=<name>": 1 where the predictor's kernel
@@ -46,14 +49,16 @@ struct Predictor {
     std::string mode;      // "forward", "backward", "optimizer" or "train" (the whole step)
     std::string family;
     std::vector<std::string> features;  // native feature names, or "gpu=<name>" / "optimizer=<name>" indicators
-    std::string target;    // "log_ms", or "log_ms_over:<feature>" (the log of time divided by that feature)
+    // "log_ms", "log_ms_over:<feature>" (the log of time divided by that feature) or kOverKernels
+    std::string target;
     // A log_ms_over target's least and largest value in the data it was fitted on (manifest "target_range"), which
     // its predictions are held within: no family extrapolates an efficiency beyond those it saw.
     std::optional<std::pair<double, double>> target_range;
     std::unique_ptr<Regressor> model;
     std::unique_ptr<KernelClassifier> kernel;  // where the inputs name kernels (manifest "kernel_classifier")
-    // The features' sources, then (for a log_ms_over target) the divisor's: resolved once, at load.
+    // The features' sources, then (for a target over a feature) the divisor's: resolved once, at load.
     std::vector<InputSource> sources;
+    bool over_kernels() const { return target == kOverKernels; }
 };
 
 // The model inputs of `names` for each configuration: native features picked by name, plus indicators
@@ -72,10 +77,16 @@ public:
     static PredictorBundle load(const std::string& folder, const std::string& cache_folder = "");
 
     // Milliseconds per configuration, each with its rows placed within the kind's fitted ranges where the manifest
-    // records them (within_fitted_rows); throws std::invalid_argument if no predictor covers (kind, mode).
+    // records them (within_fitted_rows); throws std::invalid_argument if no predictor covers (kind, mode), or if
+    // that predictor's time is over its kernels' composition (kOverKernels: predict_mode_ms composes them).
     std::vector<double> predict_ms(const std::string& kind, const std::string& mode,
                                    const std::vector<LayerConfig>& configs, const GpuSpec& gpu,
                                    const std::string& optimizer) const;
+    // The predictor's time over its divisor per configuration (its target undone: exp of the clipped prediction),
+    // the time itself for a "log_ms" target.
+    std::vector<double> predict_ratio(const std::string& kind, const std::string& mode,
+                                      const std::vector<LayerConfig>& configs, const GpuSpec& gpu,
+                                      const std::string& optimizer) const;
     std::vector<std::pair<std::string, std::string>> available() const;
     bool has(const std::string& kind, const std::string& mode) const { return predictors_.count({kind, mode}) > 0; }
     const Predictor& predictor(const std::string& kind, const std::string& mode) const;
@@ -84,6 +95,10 @@ public:
     const ParameterRanges& fitted_ranges(const std::string& kind) const;
 
 private:
+    // Per configuration, the predictor's target undone (time over its divisor), times the divisor where it is a
+    // feature and `times_feature` holds.
+    std::vector<double> predicted(const Predictor& p, const std::vector<LayerConfig>& configs, const GpuSpec& gpu,
+                                  const std::string& optimizer, bool times_feature) const;
     std::map<std::pair<std::string, std::string>, Predictor> predictors_;
     std::string manifest_text_;
     std::map<std::string, ParameterRanges> fitted_ranges_;  // by kind, from fitted_on.ranges

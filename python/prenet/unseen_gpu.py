@@ -33,8 +33,9 @@ from . import launch_gap, training
 from .fit import SET_TITLES
 
 # Every candidate, titled as the reproduction's tables title them; but "kernel": the kernels a GPU runs are its own
-# (cuBLAS's names carry the architecture), so a held-out GPU's cannot be learnt from the others.
-SETS = tuple(s for s in SET_TITLES if s != "kernel")
+# (cuBLAS's names carry the architecture), so a held-out GPU's cannot be learnt from the others; and "composed": the
+# kinds NeuSight measured are none composed of others' kernels (training.compositions).
+SETS = tuple(s for s in SET_TITLES if s not in ("kernel", "composed"))
 # The candidate the unseen-GPU bundle is fitted with (data/predictors/gpu_unseen, docs/unseen_gpus.md): the one
 # with the lowest median over this experiment's cells, learned on device time.
 SERVED_SET = "blend"

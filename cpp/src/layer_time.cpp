@@ -131,7 +131,10 @@ public:
             if (bundle_.predictor(key.first, key.second).over_kernels()) {  // ratios, for products
                 const auto ratios = bundle_.predict_ratio(key.first, key.second, batch.configs, gpu_, optimizer_);
                 for (std::size_t i = 0; i < ratios.size(); ++i) {
-                    for (const Destination& d : batch.destinations[i]) add(d, TimeBasis::predicted, ratios[i]);
+                    for (const Destination& d : batch.destinations[i]) {
+                        if (!d.scratch) throw std::logic_error("a ratio over kernels queued as a time: " + key.first);
+                        add(d, TimeBasis::predicted, ratios[i]);
+                    }
                 }
                 continue;
             }

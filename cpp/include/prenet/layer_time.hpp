@@ -38,6 +38,8 @@ struct LayerTime {
 //             backward_bytes / forward_bytes.
 //  optimizer  the bundle's (kind, "optimizer") predictor; else, per parameter tensor, the optimizer's kernels as
 //             add-shaped kernels sharing its element passes (an add moves 3 elements per element).
+// A predictor of time over its kernels' composition (kOverKernels) gives its part as its ratio times that
+// composition, planned by these rules with the kind's own predictors left out.
 // Every leaf kernel runs in `precision` (prenet/precision.hpp; the predictors learned from fp32 CUDA-core kernels
 // only): tensor-core kinds keep the efficiency predicted for fp32 on the precision's roofline (their fp32 time times
 // tensor_core_factor; a kind with tensor_core_kernels, a convolution, as those kernels: its implicit GEMM so moved and

@@ -77,8 +77,9 @@ public:
     // "train_forward", `c` within the fitted range); false where it has none, the step's forward then being the
     // forward alone.
     bool step_forward(const LayerConfig& c, Destination d, Precision precision) {
-        if (!has(c.kind(), kTrainForward) || unfitted(c)) return false;
-        if (over_kernels(c.kind(), kTrainForward)) {
+        const Predictor* predictor = own(c.kind(), kTrainForward);
+        if (!predictor || unfitted(c)) return false;
+        if (predictor->over_kernels()) {
             over_composition(c, kTrainForward, d, precision);
             return true;
         }
@@ -89,9 +90,9 @@ public:
     }
 
     void optimizer_step(const LayerConfig& c, Destination d) {
-        if (has(c.kind(), "optimizer")) {
-            return over_kernels(c.kind(), "optimizer") ? over_composition(c, "optimizer", d, Precision::fp32)
-                                                       : queue(c, "optimizer", d);
+        if (const Predictor* predictor = own(c.kind(), "optimizer")) {
+            return predictor->over_kernels() ? over_composition(c, "optimizer", d, Precision::fp32)
+                                             : queue(c, "optimizer", d);
         }
         const LayerCost cost = c.kind().cost(c, kFp32Bytes);
         if (cost.parameters <= 0 || cost.parameter_tensors <= 0) return;
@@ -193,8 +194,9 @@ private:
     // GEMM) is a leaf there, so that the faster of those and its CUDA-core kernels is taken.
     void forward_in(const LayerConfig& c, Destination d, int depth, Precision precision) {
         const LayerKind& kind = c.kind();
-        if (over_kernels(kind, "forward")) return over_composition(c, "forward", d, precision);
-        if (!has(kind, "forward") && kind.forward_kernels && depth < kMaxDepth &&
+        const Predictor* predictor = own(kind, "forward");
+        if (predictor && predictor->over_kernels()) return over_composition(c, "forward", d, precision);
+        if (!predictor && kind.forward_kernels && depth < kMaxDepth &&
             !(kind.tensor_core_kernels && on_tensor_cores(kind, gpu_, precision))) {
             expand(c, d, depth, precision);
             return;
@@ -204,9 +206,9 @@ private:
 
     void backward_in(const LayerConfig& c, Destination d, int depth, Precision precision) {
         const LayerKind& kind = c.kind();
-        if (has(kind, "backward")) {
-            return over_kernels(kind, "backward") ? over_composition(c, "backward", d, precision)
-                                                  : leaf(c, "backward", d, precision);
+        if (const Predictor* predictor = own(kind, "backward")) {
+            return predictor->over_kernels() ? over_composition(c, "backward", d, precision)
+                                             : leaf(c, "backward", d, precision);
         }
         if (kind.backward_kernels) {
             for (const auto& k : kind.backward_kernels(c)) {
@@ -317,18 +319,17 @@ private:
 
     // Predicted where the bundle has the mode; else, forward, its CUDA-core kernels; else its roofline bound.
     void timed(const LayerConfig& kernel, const std::string& mode, Destination d) {
-        if (has(kernel.kind(), mode)) return queue(kernel, mode, d);
+        if (own(kernel.kind(), mode)) return queue(kernel, mode, d);
         if (mode == "forward" && kernel.kind().forward_kernels) return expand(kernel, d, 1, Precision::fp32_strict);
         const LayerCost cost = kernel.kind().cost(kernel, kFp32Bytes);
         add(d, TimeBasis::roofline, roofline_ms(cost.forward_flops, cost.forward_bytes, gpu_));
     }
 
-    // Whether the bundle has a predictor of the kind in `mode` that is not hidden (over_composition).
-    bool has(const LayerKind& kind, const std::string& mode) const {
-        return bundle_.has(kind.name, mode) && std::find(hidden_.begin(), hidden_.end(), &kind) == hidden_.end();
-    }
-    bool over_kernels(const LayerKind& kind, const std::string& mode) const {
-        return has(kind, mode) && bundle_.predictor(kind.name, mode).over_kernels();
+    // The bundle's predictor of the kind in `mode`, nullptr where it has none or the kind is hidden
+    // (over_composition).
+    const Predictor* own(const LayerKind& kind, const std::string& mode) const {
+        if (std::find(hidden_.begin(), hidden_.end(), &kind) != hidden_.end()) return nullptr;
+        return bundle_.find(kind.name, mode);
     }
 
     static Destination scaled(Destination d, double factor) {

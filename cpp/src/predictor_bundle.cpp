@@ -17,8 +17,6 @@ namespace prenet {
 
 namespace {
 
-constexpr const char* kLogOver = "log_ms_over:";
-
 // Model files are read on up to this many threads, one file at a time each: the files are independent, and a
 // bundle of 66 predictors takes most of a second on one core.
 constexpr unsigned kMaxLoadThreads = 8;
@@ -190,7 +188,7 @@ PredictorBundle PredictorBundle::load(const std::string& folder, const std::stri
             const std::string where = manifest_path + " (" + p.kind + ", " + p.mode + ")";
             try {
                 auto names = p.features;
-                if (p.target.rfind(kLogOver, 0) == 0 && !p.over_kernels()) {  // over a feature, read beside them
+                if (p.over_feature()) {  // the feature divided by, read beside the inputs
                     names.push_back(p.target.substr(std::string(kLogOver).size()));
                 } else if (p.target != "log_ms" && !p.over_kernels()) {
                     throw std::invalid_argument("unknown target '" + p.target + "'");
@@ -242,15 +240,20 @@ PredictorBundle PredictorBundle::load(const std::string& folder, const std::stri
     return bundle;
 }
 
+const Predictor* PredictorBundle::find(const std::string& kind, const std::string& mode) const {
+    const auto it = predictors_.find({kind, mode});
+    return it == predictors_.end() ? nullptr : &it->second;
+}
+
 const Predictor& PredictorBundle::predictor(const std::string& kind, const std::string& mode) const {
-    auto it = predictors_.find({kind, mode});
-    if (it == predictors_.end()) {
+    const Predictor* found = find(kind, mode);
+    if (!found) {
         std::string known;
         for (const auto& [key, p] : predictors_) known += " " + key.first + "/" + key.second;
         throw std::invalid_argument("no predictor for layer kind '" + kind + "' in mode '" + mode +
                                     "'; this bundle has:" + known);
     }
-    return it->second;
+    return *found;
 }
 
 std::vector<double> PredictorBundle::predict_ms(const std::string& kind, const std::string& mode,
@@ -274,7 +277,6 @@ std::vector<double> PredictorBundle::predict_ratio(const std::string& kind, cons
 std::vector<double> PredictorBundle::predicted(const Predictor& p, const std::vector<LayerConfig>& configs,
                                                const GpuSpec& gpu, const std::string& optimizer,
                                                bool times_feature) const {
-    const bool over_feature = p.target.rfind(kLogOver, 0) == 0 && !p.over_kernels();
     const ParameterRanges& ranges = fitted_ranges(p.kind);
     std::vector<LayerConfig> placed;
     if (!ranges.empty()) {
@@ -292,7 +294,7 @@ std::vector<double> PredictorBundle::predicted(const Predictor& p, const std::ve
         const double target = p.target_range ? std::clamp(raw[row], p.target_range->first, p.target_range->second)
                                              : raw[row];
         // undo the target's log transform, then its division
-        ms[i] = std::exp(target) * (over_feature && times_feature ? inputs(row, columns) : 1.0);
+        ms[i] = std::exp(target) * (p.over_feature() && times_feature ? inputs(row, columns) : 1.0);
     }
     return ms;
 }

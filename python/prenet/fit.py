@@ -280,7 +280,10 @@ def composing_bundle(entries, files, provenance):
 
 
 def kind_compositions(progress, kind, frame, kinds, provenance):
-    """training.compositions of `kind`'s rows by the chosen predictors of the other `kinds` so far."""
+    """training.compositions of `kind`'s rows by the chosen predictors of the other `kinds` so far (None, loading
+    nothing, for a kind not composed of others)."""
+    if not training.composite(kind):
+        return None
     others = [entry for other in kinds if other != kind for entry in progress.done[other]["entries"]]
     return training.compositions(kind, frame, composing_bundle(others, progress.staging, provenance))
 

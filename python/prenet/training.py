@@ -191,12 +191,18 @@ MODE_PARTS = {"forward": ("forward_ms",), "train_forward": ("step_forward_ms",),
               "optimizer": ("optimizer_ms",), "train": ("step_forward_ms", "backward_ms", "optimizer_ms")}
 
 
+def composite(kind):
+    """Whether the kind table writes `kind`'s forward as kernels of other kinds (what layer timing composes where a
+    bundle has no predictor of it)."""
+    return _kind_spec(kind)["forward_kernels"]
+
+
 def compositions(kind, frame, bundle):
     """{mode: each row's time composed of the kind's kernels} by the native `bundle` (one without predictors of
     `kind`, so that layer timing composes it: prenet/layer_time.hpp), per row's device and optimizer (plain SGD
     where the row has none), in fp32; None where the kind's forward is not composed of other kinds' kernels. What
     an OVER_KERNELS predictor's time is over, as the native predictor composes it (predict_mode_ms)."""
-    if not _kind_spec(kind)["forward_kernels"]:
+    if not composite(kind):
         return None
     keys = config_keys(kind, frame)
     optimizers = (frame["optimizer"].fillna("sgd").to_numpy() if "optimizer" in frame else
@@ -430,16 +436,16 @@ def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epoc
     candidates = feature_sets(kind, frame["gpu"].unique(), mode, optimizers)
     if kind in KERNEL_CHOICE_KINDS and "kernel" in frame:
         candidates["kernel"] = kernel_set(kind, candidates["ours"])
-    if composed is not None:
+    composed_ms = None if composed is None else np.asarray(composed[mode], dtype=float)[timed]
+    if composed_ms is not None:
         candidates["composed"] = candidates["ours"]
-        composed = np.asarray(composed[mode], dtype=float)[timed]
     results = []
     for set_name, names in candidates.items():
         if sets and set_name not in sets:
             continue
         target = target_for(set_name, mode)
         x = model_inputs(kind, frame, names, optimizer_column)
-        y = target_values(kind, frame, target, ms_column, composed)
+        y = target_values(kind, frame, target, ms_column, composed_ms)
         train = part == "train"
         for family in families:
             if set_name in ("blend", "composed") and family not in TREE_FAMILIES:
@@ -456,7 +462,7 @@ def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epoc
             for which in ("validation", "test"):
                 rows = part == which
                 predicted = to_ms(kind, frame[rows], target, clipped_targets(result, x[rows]),
-                                  None if composed is None else composed[rows])
+                                  None if composed_ms is None else composed_ms[rows])
                 result[which] = scores(frame.loc[rows, ms_column].to_numpy(float), predicted)
             results.append(result)
     return results

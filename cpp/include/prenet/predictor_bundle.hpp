@@ -19,6 +19,8 @@ namespace prenet {
 
 // Version of the bundle format this build reads.
 inline constexpr int kBundleFormatVersion = 1;
+// The prefix of a target that is the log of time over something: a feature ("log_ms_over:<feature>") or kOverKernels.
+inline constexpr const char* kLogOver = "log_ms_over:";
 // The target of a predictor of time over the composition of its kind's kernels: the time layer timing gives the
 // configuration where the bundle has no predictor of the kind (prenet/layer_time.hpp, predict_mode_ms).
 inline constexpr const char* kOverKernels = "log_ms_over:kernels";
@@ -59,6 +61,7 @@ struct Predictor {
     // The features' sources, then (for a target over a feature) the divisor's: resolved once, at load.
     std::vector<InputSource> sources;
     bool over_kernels() const { return target == kOverKernels; }
+    bool over_feature() const { return target.rfind(kLogOver, 0) == 0 && !over_kernels(); }
 };
 
 // The model inputs of `names` for each configuration: native features picked by name, plus indicators
@@ -88,8 +91,10 @@ public:
                                       const std::vector<LayerConfig>& configs, const GpuSpec& gpu,
                                       const std::string& optimizer) const;
     std::vector<std::pair<std::string, std::string>> available() const;
-    bool has(const std::string& kind, const std::string& mode) const { return predictors_.count({kind, mode}) > 0; }
+    bool has(const std::string& kind, const std::string& mode) const { return find(kind, mode) != nullptr; }
     const Predictor& predictor(const std::string& kind, const std::string& mode) const;
+    // The predictor of (kind, mode), nullptr where the bundle has none.
+    const Predictor* find(const std::string& kind, const std::string& mode) const;
     const std::string& manifest_text() const { return manifest_text_; }
     // The parameter ranges of `kind`'s fitting data (empty where the manifest does not record them).
     const ParameterRanges& fitted_ranges(const std::string& kind) const;

@@ -34,6 +34,7 @@ from pathlib import Path
 from . import host_memory
 from ._native import core
 from .calibration_record import read_record, time_layers
+from .layer_parts import STEP_PARTS, mode_ms
 
 FORMAT = "prenet-host-calibration"
 VERSION = 1
@@ -102,7 +103,7 @@ def predicted_on_measured_host(native, native_config, optimizer):
     training step with its optimizer's update)."""
     bundle, catalog, host = _measured_host()
     t = bundle.estimate(native, [native_config], catalog, host, optimizer, "fp32", {})[0]
-    return {"forward": t["forward_ms"], "train": t["step_forward_ms"] + t["backward_ms"] + t["optimizer_ms"]}
+    return {mode: mode_ms(t, mode) for mode in ("forward", "train")}
 
 
 @functools.lru_cache(maxsize=1)
@@ -419,11 +420,10 @@ class CalibratedBundle:
         times = self._bundle.estimate(kind, configs, *args)
         scaled = []
         for t, config in zip(times, configs):
-            train = t["step_forward_ms"] + t["backward_ms"] + t["optimizer_ms"]
-            rest = self.calibration.factor("train", kind, train, config)
+            rest = self.calibration.factor("train", kind, mode_ms(t, "train"), config)
             forward = self.calibration.factor("forward", kind, t["forward_ms"], config)
-            scaled.append({**t, "forward_ms": t["forward_ms"] * forward, "step_forward_ms": t["step_forward_ms"] * rest,
-                           "backward_ms": t["backward_ms"] * rest, "optimizer_ms": t["optimizer_ms"] * rest})
+            scaled.append({**t, "forward_ms": t["forward_ms"] * forward,
+                           **{part: t[part] * rest for part in STEP_PARTS}})
         return scaled
 
     def predict(self, kind, mode, configs, *args):

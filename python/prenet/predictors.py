@@ -9,6 +9,7 @@ from pathlib import Path
 from ._native import core
 from . import gpu_calibration, host_calibration
 from .catalog import device_catalog, find_gpu, host_catalog, unmeasured_host_warning
+from .layer_parts import mode_ms
 from .layers import _as_int
 from .sibling_gpu import SiblingBundle, fitted_sibling
 from .uncertainty import extrapolation, fitted_devices
@@ -241,7 +242,4 @@ def predict_layer(kind, gpu="V100", mode="forward", optimizer="sgd", precision="
     configs = _configs(kind, config)
     if mode == "train" and native.has(kind, "train"):
         return native.predict(kind, "train", configs, catalog, name, optimizer)[0]
-    times = native.estimate(kind, configs, catalog, name, optimizer, precision)[0]
-    if mode == "forward":
-        return times["forward_ms"]
-    return times["step_forward_ms"] + times["backward_ms"] + times["optimizer_ms"]
+    return mode_ms(native.estimate(kind, configs, catalog, name, optimizer, precision)[0], mode)

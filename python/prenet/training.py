@@ -14,6 +14,7 @@ import numpy as np
 from ._native import core
 from .blended_forests import BlendedForests, gpu_free
 from .catalog import device_catalog
+from .layer_parts import mode_ms
 
 # Hardware features of the paper's Table 1 (the GPU model enters as one-hot indicators "gpu=<name>").
 PAPER_HARDWARE = ["gpu_memory_bandwidth_gbs", "gpu_boost_clock_mhz", "gpu_cuda_cores", "gpu_memory_gb"]
@@ -186,11 +187,6 @@ def to_ms(kind, frame, target, raw, composed=None):
     return np.exp(raw) if base is None else np.exp(raw) * base
 
 
-# Each mode's time among layer timing's parts (the native estimate's); "train" is the step's sum.
-MODE_PARTS = {"forward": ("forward_ms",), "train_forward": ("step_forward_ms",), "backward": ("backward_ms",),
-              "optimizer": ("optimizer_ms",), "train": ("step_forward_ms", "backward_ms", "optimizer_ms")}
-
-
 def composite(kind):
     """Whether the kind table writes `kind`'s forward as kernels of other kinds (what layer timing composes where a
     bundle has no predictor of it)."""
@@ -215,7 +211,7 @@ def compositions(kind, frame, bundle):
         times = bundle.estimate(kind, configs, catalog, name, optimizer, "fp32")
         for part, values in parts.items():
             values[rows] = [t[part] for t in times]
-    return {mode: sum(parts[part] for part in MODE_PARTS[mode]) for mode in MODES}
+    return {mode: mode_ms(parts, mode) for mode in MODES}
 
 
 def configuration_strings(frame, config_columns):

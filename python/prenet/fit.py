@@ -360,7 +360,7 @@ def main(argv=None):
         for _, mode, _, best in fitted:
             print(f"{kind} {mode}: {best['family']} on {best['feature_set']}, test median "
                   f"{100 * best['test']['median_rel']:.2f}% ({time.monotonic() - started:.0f} s)", flush=True)
-    provenance = {"data": source, "modes": sorted({c["mode"] for k in kinds for c in progress.done[k]["chosen"]}),
+    provenance = {"data": source, "modes": sorted({c["mode"] for c in progress.gathered(kinds, "chosen")}),
                   "devices": sorted({g for k in kinds for g in data[k]["gpu"].unique()}),
                   "rows": {k: int(min(len(data[k]), args.max_rows or len(data[k]))) for k in kinds},
                   "ranges": {k: training.parameter_ranges(k, data[k]) for k in kinds},

@@ -14,7 +14,7 @@ import numpy as np
 from ._native import core
 from .blended_forests import BlendedForests, gpu_free
 from .catalog import device_catalog
-from .layer_parts import mode_ms
+from .layer_parts import PARTS, mode_ms
 
 # Hardware features of the paper's Table 1 (the GPU model enters as one-hot indicators "gpu=<name>").
 PAPER_HARDWARE = ["gpu_memory_bandwidth_gbs", "gpu_boost_clock_mhz", "gpu_cuda_cores", "gpu_memory_gb"]
@@ -203,7 +203,7 @@ def compositions(kind, frame, bundle):
     keys = config_keys(kind, frame)
     optimizers = (frame["optimizer"].fillna("sgd").to_numpy() if "optimizer" in frame else
                   np.full(len(frame), "sgd", dtype=object))
-    parts = {part: np.zeros(len(frame)) for part in ("forward_ms", "step_forward_ms", "backward_ms", "optimizer_ms")}
+    parts = {part: np.zeros(len(frame)) for part in PARTS}
     for (gpu, optimizer), rows in frame.assign(_optimizer=optimizers).groupby(["gpu", "_optimizer"],
                                                                                 sort=False).indices.items():
         catalog, name = device_catalog(gpu)

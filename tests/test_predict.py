@@ -461,8 +461,10 @@ def test_bad_input_is_named(kwargs, error, message):
 
 
 def test_a_rejected_input_names_the_shapes_the_model_was_given():
-    """Keyword inputs by name, each with its shape (the batch the trace ran at first)."""
-    with pytest.raises(ValueError, match=r"failed in module 'qkv', given features \(\d+, 5, 8\)\)"):
+    """Keyword inputs by name, each with its shape (the batch the trace ran at first), and that batch said, as it is
+    not the caller's."""
+    with pytest.raises(ValueError, match=r"failed in module 'qkv', given features \((\d+), 5, 8\)\).*prenet traces "
+                                         r"the step for real at a batch of \1 and scales it to the batch asked for"):
         prenet.predict(FunctionalBlock(dim=16), batch=4, gpu="T4", example_input={"features": torch.randn(2, 5, 8)})
 
 

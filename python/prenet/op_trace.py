@@ -554,10 +554,16 @@ def _scale(small, large, batch):
 
 def trace_small(model, make_inputs, autocast=False, done=None):
     """The ops of a training step at the two TRACE_BATCHES; `make_inputs(b)` builds inputs of b samples; `done()`,
-    where given, is called after each."""
+    where given, is called after each. A ValueError (the model rejected the input) says at which batch."""
     traces = []
     for b in TRACE_BATCHES:
-        traces.append(trace_once(model, make_inputs(b), autocast))
+        try:
+            traces.append(trace_once(model, make_inputs(b), autocast))
+        except NotTrainable:
+            raise
+        except ValueError as error:  # the shapes it names have this batch, not the caller's
+            raise ValueError(f"{error} (prenet traces the step for real at a batch of {b} and scales it to the "
+                             "batch asked for)") from error
         if done is not None:
             done()
     return tuple(traces)

@@ -60,11 +60,10 @@ def main():
     per_gpu = rows.groupby("gpu")["ratio"]
     medians = per_gpu.median()
     factor = float(np.median(medians))
-    by_time = binned_medians(rows, "forward_ms", [MIN_MS, 0.3, 1, 3, np.inf],
-                             ["0.05-0.3 ms", "0.3-1 ms", "1-3 ms", "over 3 ms"])
-    by_rows = binned_medians(rows, "m", [0, 8192, 65536, np.inf], ["m <= 8192", "8192 < m <= 65536", "m > 65536"])
     time_labels = ["0.05-0.3 ms", "0.3-1 ms", "1-3 ms", "over 3 ms"]
     row_labels = ["m <= 8192", "8192 < m <= 65536", "m > 65536"]
+    by_time = binned_medians(rows, "forward_ms", [MIN_MS, 0.3, 1, 3, np.inf], time_labels)
+    by_rows = binned_medians(rows, "m", [0, 8192, 65536, np.inf], row_labels)
 
     def cell(found):
         median, count = found

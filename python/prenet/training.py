@@ -476,7 +476,7 @@ def target_ratio(scores):
 
 def meets_target(scores):
     """Whether `scores` meet the target, both errors."""
-    return scores["median_rel"] <= TARGET_MEDIAN and scores["p90_rel"] <= TARGET_P90
+    return target_ratio(scores) <= 1
 
 
 def best_on_validation(results):

@@ -1,5 +1,6 @@
 """The README's copies of the validation reports (bench/readme_tables.py): what a block holds, that a written report
 refreshes its own block and no other, and that the committed README agrees with the committed reports."""
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -75,3 +76,35 @@ def test_the_committed_readme_shows_the_committed_reports():
     blocks = readme_tables.BLOCK.finditer((ROOT / "README.md").read_text())
     assert {block["source"] for block in blocks} == {"bench/results/validate_h100.md",
                                                        "bench/results/validate_cpu_kept_memory_repredicted.md"}
+
+
+def _table_rows(text, heading=None):
+    """The cells of the first markdown table in `text` (after the line `heading`, where given), header left out."""
+    lines = text.splitlines()
+    start = lines.index(heading) if heading else 0
+    first = next(i for i, line in enumerate(lines[start:]) if line.startswith("|")) + start
+    end = next((i for i in range(first, len(lines)) if not lines[i].startswith("|")), len(lines))
+    rows = lines[first + 2:end]  # past the header and its rule
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows]
+
+
+def test_the_readmes_opening_figures_are_the_committed_reports():
+    """The figures a reader meets first, in the README's opening paragraph, are those of the reports they name:
+    the H100 validation, the GPU predictors' test medians by kind, and the CPU's committed epochs predicted again."""
+    readme = (ROOT / "README.md").read_text()
+    opening = " ".join(readme.split("Contents:")[0].split())
+    found = re.search(r"H100, a GPU none of them saw, ([\d.]+)% median error in fp32 \(90th percentile ([\d.]+)%, "
+                      r"(\d+) cases\) and ([\d.]+)% in bf16 \((\d+) cases\); single layers on the GPUs they learned "
+                      r"from, ([\d.]+)-([\d.]+)% median by kind; whole models on a CPU, ([\d.]+)% median and "
+                      r"([\d.]+)% 90th percentile \((\d+) cases", opening)
+    assert found, "the README's opening paragraph no longer states its figures in the form this test reads"
+    h100 = (ROOT / "bench" / "results" / "validate_h100.md").read_text()
+    fp32 = re.search(r"- fp32, all models: (\d+) cases, median error ([\d.]+)%, 90th percentile ([\d.]+)%", h100)
+    bf16 = re.search(r"- bf16 \(autocast\): (\d+) cases, median error ([\d.]+)%", h100)
+    medians = [float(row[3].rstrip("%")) for row in
+               _table_rows((ROOT / "results" / "predictors_gpu.md").read_text(), "## Model selection")]
+    cpu = (ROOT / "bench" / "results" / "validate_cpu_kept_memory_repredicted.md").read_text()
+    now = re.search(r"in the report, ([\d.]+)% / ([\d.]+)% now", cpu)
+    expected = (fp32[2], fp32[3], fp32[1], bf16[2], bf16[1], f"{min(medians):.1f}", f"{max(medians):.1f}",
+                now[1], now[2], str(len(_table_rows(cpu))))
+    assert found.groups() == expected

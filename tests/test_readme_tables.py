@@ -78,14 +78,11 @@ def test_the_committed_readme_shows_the_committed_reports():
                                                        "bench/results/validate_cpu_kept_memory_repredicted.md"}
 
 
-def _table_rows(text, heading=None):
-    """The cells of the first markdown table in `text` (after the line `heading`, where given), header left out."""
-    lines = text.splitlines()
-    start = lines.index(heading) if heading else 0
-    first = next(i for i, line in enumerate(lines[start:]) if line.startswith("|")) + start
-    end = next((i for i in range(first, len(lines)) if not lines[i].startswith("|")), len(lines))
-    rows = lines[first + 2:end]  # past the header and its rule
-    return [[cell.strip() for cell in row.strip("|").split("|")] for row in rows]
+def _table_rows(report):
+    """The cells of a report's first table, as the README copies it (readme_tables.report_block), past its header
+    and rule."""
+    table = [line for line in readme_tables.report_block(report).splitlines() if line.startswith("|")]
+    return [[cell.strip() for cell in row.strip("|").split("|")] for row in table[2:]]
 
 
 def test_the_readmes_opening_figures_are_the_committed_reports():
@@ -102,7 +99,7 @@ def test_the_readmes_opening_figures_are_the_committed_reports():
     fp32 = re.search(r"- fp32, all models: (\d+) cases, median error ([\d.]+)%, 90th percentile ([\d.]+)%", h100)
     bf16 = re.search(r"- bf16 \(autocast\): (\d+) cases, median error ([\d.]+)%", h100)
     medians = [float(row[3].rstrip("%")) for row in
-               _table_rows((ROOT / "results" / "predictors_gpu.md").read_text(), "## Model selection")]
+               _table_rows((ROOT / "results" / "predictors_gpu.md").read_text())]
     cpu = (ROOT / "bench" / "results" / "validate_cpu_kept_memory_repredicted.md").read_text()
     now = re.search(r"in the report, ([\d.]+)% / ([\d.]+)% now", cpu)
     expected = (fp32[2], fp32[3], fp32[1], bf16[2], bf16[1], f"{min(medians):.1f}", f"{max(medians):.1f}",

@@ -376,7 +376,8 @@ def test_fp32_convolutions_use_tf32_tensor_cores_where_pytorch_does():
 
     for gpu, faster in (("A100", True), ("H100", True), ("V100", False)):   # V100: tensor cores without TF32
         default, strict = conv_ms(gpu, "fp32"), conv_ms(gpu, "fp32_strict")
-        assert (default[0] < 0.5 * strict[0] and default[1] < 0.5 * strict[1]) if faster else default[:2] == strict[:2]
+        # on TF32, with cuDNN's implicit-GEMM overhead (prenet.implicit_gemm), still well under the CUDA-core time
+        assert (default[0] < 0.6 * strict[0] and default[1] < 0.6 * strict[1]) if faster else default[:2] == strict[:2]
         assert default[2].tolist() == strict[2].tolist()                      # the ReLU is not a convolution
     conv = dict(batch=32, in_channels=64, out_channels=64, kernel_size=3, padding=1, height=56, width=56)
     assert prenet.predict_layer("conv2d", gpu="A100", **conv) < prenet.predict_layer(

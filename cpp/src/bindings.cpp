@@ -75,11 +75,19 @@ PYBIND11_MODULE(_core, m) {
         .def("find", [](const prenet::GpuCatalog& c, const std::string& name) { return gpu_to_dict(c.find(name)); },
              py::arg("name"))
         .def("closest", &prenet::GpuCatalog::closest, py::arg("name"), py::arg("count") = 3)
+        .def("spec_distance",
+             [](const prenet::GpuCatalog& c, const std::string& a, const std::string& b) {
+                 return prenet::spec_distance(c.find(a), c.find(b));
+             },
+             py::arg("a"), py::arg("b"),
+             "Root-mean-square log ratio of the two GPUs' distance_specs (0: alike; 0.69: each off by a factor 2)")
         .def("rows", [](const prenet::GpuCatalog& c) {
             py::list rows;
             for (const auto& g : c.gpus()) rows.append(gpu_to_dict(g));
             return rows;
         });
+
+    m.attr("distance_specs") = std::vector<std::string>(prenet::kDistanceSpecs.begin(), prenet::kDistanceSpecs.end());
 
     m.def("layer_kinds", [] {
         py::list kinds;

@@ -53,9 +53,10 @@ void bind_predictor(py::module_& m) {
                 const std::vector<std::map<std::string, std::int64_t>>& configs, const prenet::GpuCatalog& catalog,
                 const std::string& gpu, const std::string& optimizer, const std::string& precision,
                 const prenet::IssueGaps& issue_gap_ms, bool with_cuda_core) {
+                 const prenet::GpuSpec& spec = catalog.find(gpu);
                  const auto [times, cuda_core] = prenet::estimate_layer_times_with_cuda_core(
-                     b, configure_all(kind, configs), catalog.find(gpu), optimizer, prenet::parse_precision(precision),
-                     issue_gap_ms, with_cuda_core);
+                     b, configure_all(kind, configs), spec, optimizer, prenet::parse_precision(precision),
+                     issue_gap_ms, with_cuda_core, b.implicit_gemm_overhead(spec, catalog));
                  std::vector<py::dict> rows;
                  for (std::size_t i = 0; i < times.size(); ++i) {
                      const auto& t = times[i];

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cmath>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -166,6 +167,22 @@ std::vector<std::string> GpuCatalog::closest(std::string_view name, std::size_t 
     std::vector<std::string> names;
     for (std::size_t i = 0; i < std::min(count, order.size()); ++i) names.push_back(gpus_[order[i]].name);
     return names;
+}
+
+double distance_spec(const GpuSpec& gpu, std::string_view spec) {
+    if (spec == "fp32_tflops") return gpu.fp32_tflops;
+    if (spec == "memory_bandwidth_gbs") return gpu.memory_bandwidth_gbs;
+    if (spec == "sm_count") return gpu.sm_count;
+    if (spec == "l2_cache_mb") return gpu.l2_cache_mb;
+    throw std::invalid_argument("no distance specification '" + std::string(spec) + "'");
+}
+
+double spec_distance(const GpuSpec& a, const GpuSpec& b) {
+    double sum = 0;
+    for (const auto spec : kDistanceSpecs) {
+        sum += std::pow(std::log(distance_spec(a, spec) / distance_spec(b, spec)), 2);
+    }
+    return std::sqrt(sum / kDistanceSpecs.size());
 }
 
 }  // namespace prenet

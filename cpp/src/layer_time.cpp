@@ -57,8 +57,13 @@ const std::string kTrainForward = "train_forward";
 class Planner {
 public:
     Planner(const PredictorBundle& bundle, const GpuSpec& gpu, const std::string& optimizer,
-            std::vector<LayerTime>& out, const IssueGaps& issue_gap_ms)
-        : bundle_(bundle), gpu_(gpu), optimizer_(optimizer), out_(out), issue_gap_ms_(issue_gap_ms) {}
+            std::vector<LayerTime>& out, const IssueGaps& issue_gap_ms, double implicit_gemm_overhead = 1.0)
+        : bundle_(bundle),
+          gpu_(gpu),
+          optimizer_(optimizer),
+          out_(out),
+          issue_gap_ms_(issue_gap_ms),
+          implicit_gemm_overhead_(implicit_gemm_overhead) {}
 
     // A composite kind without a predictor of its own runs its forward_kernels; any other is a leaf, timed in the
     // step's precision: a memory-bound kind as its narrowed configuration, a tensor-core kind on its roofline's
@@ -303,7 +308,8 @@ private:
                beyond_fitted(c, bundle_.fitted_ranges(c.kind().name), c.kind().unfitted_parameters);
     }
 
-    // Products at their CUDA-core time moved to the layer's tensor-core rate (`factor`); the rest is traffic.
+    // Products at their CUDA-core time moved to the layer's tensor-core rate (`factor`), and by what cuDNN's
+    // implicit GEMM takes over the product on this GPU (PredictorBundle::implicit_gemm_overhead); the rest is traffic.
     void tensor_core_work(const std::vector<KernelWork>& works, Destination d, double factor, Precision precision) {
         for (const auto& k : works) {
             const LayerConfig kernel = configure(k);
@@ -312,7 +318,7 @@ private:
                 forward_in(kernel, part, kMaxDepth, precision);
                 continue;
             }
-            part.weight *= factor;
+            part.weight *= factor * implicit_gemm_overhead_;
             timed(kernel, "forward", part);
         }
     }
@@ -369,6 +375,7 @@ private:
     const std::string& optimizer_;
     std::vector<LayerTime>& out_;
     const IssueGaps& issue_gap_ms_;
+    const double implicit_gemm_overhead_;
     // The distinct configurations of one (kind, mode) to predict, and where each one's time goes.
     struct Batch {
         std::vector<LayerConfig> configs;
@@ -385,13 +392,17 @@ private:
 
 std::vector<LayerTime> estimate_layer_times(const PredictorBundle& bundle, const std::vector<LayerConfig>& configs,
                                             const GpuSpec& gpu, const std::string& optimizer,
-                                            Precision precision, const IssueGaps& issue_gap_ms) {
-    return estimate_layer_times_with_cuda_core(bundle, configs, gpu, optimizer, precision, issue_gap_ms, false).first;
+                                            Precision precision, const IssueGaps& issue_gap_ms,
+                                            double implicit_gemm_overhead) {
+    return estimate_layer_times_with_cuda_core(bundle, configs, gpu, optimizer, precision, issue_gap_ms, false,
+                                               implicit_gemm_overhead)
+        .first;
 }
 
 std::pair<std::vector<LayerTime>, std::vector<LayerTime>> estimate_layer_times_with_cuda_core(
     const PredictorBundle& bundle, const std::vector<LayerConfig>& configs, const GpuSpec& gpu,
-    const std::string& optimizer, Precision precision, const IssueGaps& issue_gap_ms, bool with_cuda_core) {
+    const std::string& optimizer, Precision precision, const IssueGaps& issue_gap_ms, bool with_cuda_core,
+    double implicit_gemm_overhead) {
     find_optimizer(optimizer);  // an unknown name fails before any work
     const std::size_t n = configs.size();
     // rows [0, n): in `precision`; rows [n, 2n): on CUDA cores, planned where `precision` puts the layer on
@@ -399,7 +410,7 @@ std::pair<std::vector<LayerTime>, std::vector<LayerTime>> estimate_layer_times_w
     std::vector<LayerTime> out(with_cuda_core ? 2 * n : n);
     std::vector<bool> on_cuda_cores(n, true);
     std::vector<bool> own_step_forward(out.size(), false);  // rows whose step forward has a predictor of its own
-    Planner planner(bundle, gpu, optimizer, out, issue_gap_ms);
+    Planner planner(bundle, gpu, optimizer, out, issue_gap_ms, implicit_gemm_overhead);
     const auto plan = [&](const LayerConfig& c, std::size_t row, Precision p) {
         planner.forward(c, {row, kForward, 1.0, TimeBasis::predicted}, p);
         own_step_forward[row] = planner.step_forward(c, {row, kStepForward, 1.0, TimeBasis::predicted}, p);

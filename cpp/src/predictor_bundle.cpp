@@ -5,6 +5,7 @@
 #include <cmath>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <system_error>
@@ -234,10 +235,42 @@ PredictorBundle PredictorBundle::load(const std::string& folder, const std::stri
                 }
             }
         }
+        if (manifest.contains("implicit_gemm_overhead")) {
+            for (const auto& [gpu, ratio] : manifest.at("implicit_gemm_overhead").at("per_gpu").items()) {
+                const double value = ratio.get<double>();
+                if (!(value > 0) || !std::isfinite(value)) {
+                    throw std::runtime_error(manifest_path + ": implicit_gemm_overhead of " + gpu + " is " +
+                                             ratio.dump() + ", not a positive ratio");
+                }
+                bundle.implicit_gemm_overhead_[gpu] = value;
+            }
+        }
     } catch (const nlohmann::json::exception& e) {
         throw std::runtime_error(manifest_path + " is missing or has malformed fields: " + e.what());
     }
     return bundle;
+}
+
+double PredictorBundle::implicit_gemm_overhead(const GpuSpec& gpu, const GpuCatalog& catalog) const {
+    if (const auto own = implicit_gemm_overhead_.find(gpu.name); own != implicit_gemm_overhead_.end()) {
+        return own->second;
+    }
+    double nearest = std::numeric_limits<double>::infinity();
+    double overhead = 1.0;
+    for (const auto& [name, ratio] : implicit_gemm_overhead_) {
+        const GpuSpec* fitted = nullptr;
+        try {
+            fitted = &catalog.find(name);
+        } catch (const std::invalid_argument& e) {
+            throw std::invalid_argument("the bundle's implicit_gemm_overhead names a GPU the catalog lacks: " +
+                                        std::string(e.what()));
+        }
+        if (const double distance = spec_distance(gpu, *fitted); distance < nearest) {
+            nearest = distance;
+            overhead = ratio;
+        }
+    }
+    return overhead;
 }
 
 const Predictor* PredictorBundle::find(const std::string& kind, const std::string& mode) const {

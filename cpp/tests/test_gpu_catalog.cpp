@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
@@ -73,6 +74,23 @@ TEST(GpuCatalog, NormalisationDropsVendorWordsAndPunctuation) {
     EXPECT_EQ(prenet::normalise_gpu_name("NVIDIA GeForce RTX 4090"), "rtx4090");
     EXPECT_EQ(prenet::normalise_gpu_name("Tesla V100-PCIE-32GB"), "v100pcie32gb");
     EXPECT_EQ(prenet::normalise_gpu_name("  h100  "), "h100");
+}
+
+TEST(GpuCatalog, SpecDistanceIsTheRootMeanSquareLogRatio) {
+    const auto catalog = prenet::GpuCatalog::load_csv(kCatalog);
+    const auto& v100 = catalog.find("V100 PCIe");
+    EXPECT_DOUBLE_EQ(prenet::spec_distance(v100, v100), 0.0);
+    prenet::GpuSpec doubled = v100;  // every distance specification twice as large
+    doubled.fp32_tflops *= 2;
+    doubled.memory_bandwidth_gbs *= 2;
+    doubled.sm_count *= 2;
+    doubled.l2_cache_mb *= 2;
+    EXPECT_NEAR(prenet::spec_distance(v100, doubled), std::log(2.0), 1e-12);
+    prenet::GpuSpec wider = v100;  // one of the four specifications 4x: sqrt(log(4)^2 / 4) = log(2)
+    wider.sm_count *= 4;
+    EXPECT_NEAR(prenet::spec_distance(wider, v100), std::log(2.0), 1e-12);
+    EXPECT_LT(prenet::spec_distance(catalog.find("H100"), catalog.find("A100 80GB PCIe")),
+              prenet::spec_distance(catalog.find("H100"), catalog.find("T4")));
 }
 
 TEST(GpuCatalog, CorruptFilesGiveClearErrors) {

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import training
+from . import implicit_gemm, training
 from ._native import core
 from .atomic_file import write_json
 from .paper_tables import PAPER_RMSE, PAPER_SELECTION
@@ -385,6 +385,8 @@ def main(argv=None):
     chosen, records = progress.gathered(kinds, "chosen"), progress.gathered(kinds, "records")
     sections = progress.gathered(kinds, "sections")
     progress.finish(args.out, kinds, provenance)
+    if args.data != "cpu" and {"conv2d", "linear"} <= set(kinds):
+        implicit_gemm.record(args.out)  # a convolution's implicit GEMM on tensor cores, over its product's time
     medians = [c["test"]["median_rel"] for c in chosen]
     command = f"`.venv/bin/python -m prenet.fit {' '.join(argv if argv is not None else sys.argv[1:])}`"
     header = [f"# Per-layer predictors: {args.data}", "",

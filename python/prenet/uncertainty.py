@@ -7,10 +7,11 @@ import json
 import math
 from pathlib import Path
 
-from .catalog import find_gpu
+from ._native import core
+from .catalog import find_gpu, native_catalog
 
-# Specifications the distance is measured in (log scale: ratios, not differences, matter).
-DISTANCE_SPECS = ("fp32_tflops", "memory_bandwidth_gbs", "sm_count", "l2_cache_mb")
+# Specifications the distance is measured in (log scale: ratios, not differences, matter): the native core's.
+DISTANCE_SPECS = tuple(core().distance_specs)
 
 
 @functools.lru_cache(maxsize=8)
@@ -33,7 +34,7 @@ def extrapolation(gpu, fitted):
         return {"nearest": None, "distance": math.inf, "outside": list(DISTANCE_SPECS)}
 
     def distance(other):
-        return math.sqrt(sum(math.log(spec[k] / other[k]) ** 2 for k in DISTANCE_SPECS) / len(DISTANCE_SPECS))
+        return native_catalog().spec_distance(spec["name"], other["name"])
 
     nearest = min(others, key=distance)
     outside = [k for k in DISTANCE_SPECS

@@ -1,6 +1,7 @@
 // The hardware catalog: accelerator specifications from datasheets (data/gpus.csv).
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,6 +48,14 @@ private:
     std::vector<GpuSpec> gpus_;
     std::unordered_map<std::string, std::size_t> keys_;  // normalised name or alias -> index in gpus_
 };
+
+// The specifications two devices are compared in, by name (GpuSpec fields), and each one's value in `gpu`.
+inline constexpr std::array<std::string_view, 4> kDistanceSpecs = {"fp32_tflops", "memory_bandwidth_gbs", "sm_count",
+                                                                   "l2_cache_mb"};
+double distance_spec(const GpuSpec& gpu, std::string_view spec);
+// How far apart two devices are: the root-mean-square of the logarithms of their kDistanceSpecs' ratios (0: alike;
+// 0.69: every one off by a factor 2; log scale, as ratios, not differences, set how a kernel's time moves).
+double spec_distance(const GpuSpec& a, const GpuSpec& b);
 
 // Whether `device` is a host CPU of data/hosts.csv (the CPUs our own layer data was measured on: bus "host"),
 // not a GPU.

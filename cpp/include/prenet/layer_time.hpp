@@ -42,17 +42,18 @@ struct LayerTime {
 // composition, planned by these rules with the kind's own predictors left out.
 // Every leaf kernel runs in `precision` (prenet/precision.hpp; the predictors learned from fp32 CUDA-core kernels
 // only): tensor-core kinds keep the efficiency predicted for fp32 on the precision's roofline (their fp32 time times
-// tensor_core_factor; a kind with tensor_core_kernels, a convolution, as those kernels: its implicit GEMM so moved and
-// its layout transposes), memory-bound kinds are timed as their narrowed configuration. The optimizer's update runs in
-// fp32 whatever the precision. `issue_gap_ms`: per kernel kind, the host time that every latency the bundle learned for
-// it includes (the measurement's time to issue the operator, see prenet/launch_gap.py); taken off each predicted kernel
-// of that kind (a composite layer's kernels each by their own kind's) to leave its device time, never below the
-// kernel's roofline bound (nor above its prediction); a kind not listed keeps its latencies as measured. Predictions
-// are batched per (kind, mode). On a GPU, a streaming kind's forward kernel (LayerKind::streaming_rows) with fewer
-// elements than one wave of the device's resident threads (kElementsPerWaveSm per SM) is predicted as the faster of
-// itself and the same kernel with its batch raised to fill that wave: it does no more work than the full wave, and a
-// predictor's noise on tiny kernels (host-paced in the data) is not taken for a cost that shrinks with size. Throws
-// std::invalid_argument for an unknown optimizer or a precision the GPU lacks.
+// tensor_core_factor; a kind with tensor_core_kernels, a convolution, as those kernels: its implicit GEMM so moved,
+// times `implicit_gemm_overhead` (PredictorBundle::implicit_gemm_overhead for the GPU), and its layout transposes),
+// memory-bound kinds are timed as their narrowed configuration. The optimizer's update runs in fp32 whatever the
+// precision. `issue_gap_ms`: per kernel kind, the host time that every latency the bundle learned for it includes (the
+// measurement's time to issue the operator, see prenet/launch_gap.py); taken off each predicted kernel of that kind (a
+// composite layer's kernels each by their own kind's) to leave its device time, never below the kernel's roofline bound
+// (nor above its prediction); a kind not listed keeps its latencies as measured. Predictions are batched per (kind,
+// mode). On a GPU, a streaming kind's forward kernel (LayerKind::streaming_rows) with fewer elements than one wave of
+// the device's resident threads (kElementsPerWaveSm per SM) is predicted as the faster of itself and the same kernel
+// with its batch raised to fill that wave: it does no more work than the full wave, and a predictor's noise on tiny
+// kernels (host-paced in the data) is not taken for a cost that shrinks with size. Throws std::invalid_argument for an
+// unknown optimizer or a precision the GPU lacks.
 using IssueGaps = std::map<std::string, double>;
 // Elements one SM's resident threads take in one wave of an elementwise kernel: 2048 resident threads per SM
 // (CUDA C Programming Guide, compute capabilities 6.0-9.0 but 7.5 and 8.6-8.9, which hold fewer) x 4 elements per
@@ -60,7 +61,8 @@ using IssueGaps = std::map<std::string, double>;
 inline constexpr double kElementsPerWaveSm = 2048.0 * 4.0;
 std::vector<LayerTime> estimate_layer_times(const PredictorBundle& bundle, const std::vector<LayerConfig>& configs,
                                             const GpuSpec& gpu, const std::string& optimizer,
-                                            Precision precision = Precision::fp32, const IssueGaps& issue_gap_ms = {});
+                                            Precision precision = Precision::fp32, const IssueGaps& issue_gap_ms = {},
+                                            double implicit_gemm_overhead = 1.0);
 
 // estimate_layer_times, and with `with_cuda_core` each layer's time on CUDA cores beside it (else empty): for a
 // configuration that `precision` puts on tensor cores (tensor_core_factor < 1) its time in fp32_strict, for any
@@ -68,7 +70,8 @@ std::vector<LayerTime> estimate_layer_times(const PredictorBundle& bundle, const
 // kernel, one of the two it is timed as on tensor cores) is predicted once.
 std::pair<std::vector<LayerTime>, std::vector<LayerTime>> estimate_layer_times_with_cuda_core(
     const PredictorBundle& bundle, const std::vector<LayerConfig>& configs, const GpuSpec& gpu,
-    const std::string& optimizer, Precision precision, const IssueGaps& issue_gap_ms, bool with_cuda_core);
+    const std::string& optimizer, Precision precision, const IssueGaps& issue_gap_ms, bool with_cuda_core,
+    double implicit_gemm_overhead = 1.0);
 
 // Milliseconds of `configs` (all of one kind) in `mode` by the bundle's predictor of (kind, mode) alone, as it was
 // fitted: its prediction, or for a predictor of time over its kernels' composition (kOverKernels) that ratio times

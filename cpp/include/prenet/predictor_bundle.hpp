@@ -98,6 +98,11 @@ public:
     const std::string& manifest_text() const { return manifest_text_; }
     // The parameter ranges of `kind`'s fitting data (empty where the manifest does not record them).
     const ParameterRanges& fitted_ranges(const std::string& kind) const;
+    // cuDNN's implicit-GEMM convolution kernels' time over the matrix product of their shape as the bundle's linear
+    // predictor times it (manifest "implicit_gemm_overhead", prenet/implicit_gemm.py) on `gpu`: the GPU's own where
+    // its convolutions were fitted, else that of the fitted GPU nearest it in `catalog` (spec_distance); 1 where the
+    // manifest records none. Throws std::invalid_argument where the manifest names a GPU `catalog` lacks.
+    double implicit_gemm_overhead(const GpuSpec& gpu, const GpuCatalog& catalog) const;
 
 private:
     // Per configuration, the predictor's target undone (time over its divisor), times the divisor where it is a
@@ -107,6 +112,7 @@ private:
     std::map<std::pair<std::string, std::string>, Predictor> predictors_;
     std::string manifest_text_;
     std::map<std::string, ParameterRanges> fitted_ranges_;  // by kind, from fitted_on.ranges
+    std::map<std::string, double> implicit_gemm_overhead_;  // by fitted GPU, from implicit_gemm_overhead.per_gpu
 };
 
 }  // namespace prenet

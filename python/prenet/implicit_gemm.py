@@ -1,0 +1,107 @@
+"""What cuDNN's implicit-GEMM convolution kernels take beyond the matrix product of the same shape, per GPU.
+
+On tensor cores a convolution is costed as its implicit GEMM (rows: the batch's output pixels; inner dimension
+c_in k^2; columns c_out) timed by the bundle's linear predictor and moved to the tensor-core rate
+(cpp/src/kinds/conv2d.cpp), which alone would take cuDNN's convolution kernel to run as fast as cuBLAS's product.
+No data here times a tensor-core convolution, but NeuSight's CUDA-core convolutions include rows where cuDNN
+(benchmarking every algorithm) ran one of its implicit-GEMM kernels (`scudnn_<tile>_...`, not Winograd): each such
+row's time over the bundle's linear prediction for its GEMM on the same GPU, in fp32 on CUDA cores, is what the
+convolution's kernel costs beyond the product there. The median per GPU is recorded in the bundle's manifest
+("implicit_gemm_overhead") and multiplies the implicit GEMM of a convolution on tensor cores: on a fitted GPU its
+own, on any other the nearest fitted GPU's (PredictorBundle::implicit_gemm_overhead; nearest in the catalog's
+specifications, as the estimate's "nearest fitted GPU"). The GPUs' medians lie far apart (0.7 on the P4 to 1.5 on
+the A100), so one figure for all would serve none; each GPU left out in turn (`leave_one_out`,
+bench/conv_implicit_over_gemm.py), the nearest GPU's median came nearer its own than the others' median did for 4
+of the 5 GPUs in each bundle (the A100, the fastest, left out gets the V100's, 24-25% below its own).
+
+`python -m prenet.implicit_gemm --bundle FOLDER` records it in a GPU bundle fitted on the NeuSight set (prenet.fit
+does so as it finishes such a bundle).
+"""
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+from .atomic_file import write_json
+
+# cuDNN's implicit-GEMM convolution kernels, as NeuSight recorded the longest kernel of a row: scudnn with a tile
+# shape, without Winograd (the non-fused Winograd rows record an sgemm, the fused ones "winograd" in the name)
+IMPLICIT_KERNEL = r"scudnn_\d+x\d+_"
+MIN_MS = 0.05  # shorter rows are mostly launch and tail
+
+
+def implicit_rows(frame, folder):
+    """The conv2d rows of `frame` (prenet.datasets.load_neusight) whose kernel is an implicit GEMM and whose time
+    exceeds MIN_MS, with the GEMM's shape (m, k, n), the linear predictor's time for it on the row's GPU in fp32 on
+    CUDA cores by the bundle in `folder` (`gemm_ms`), and `ratio`, the row's time over it."""
+    from .catalog import native_catalog
+    from .predictors import load_bundle
+
+    kernel = frame["kernel"]
+    rows = frame[kernel.str.contains(IMPLICIT_KERNEL) & ~kernel.str.contains("winograd") &
+                 (frame["forward_ms"] > MIN_MS)].copy()
+    out = (rows["height"] + 2 * rows["padding"] - rows["kernel_size"]) // rows["stride"] + 1
+    rows["m"] = rows["batch"] * out * out
+    rows["k"] = rows["in_channels"] * rows["kernel_size"] ** 2
+    rows["n"] = rows["out_channels"]
+    bundle = load_bundle(folder)
+    gemm_ms = {}
+    for gpu, group in rows.groupby("gpu"):
+        configs = [{"batch": 1, "seq_len": int(m), "in_features": int(k), "out_features": int(n), "bias": 0}
+                   for m, k, n in zip(group["m"], group["k"], group["n"])]
+        times = bundle.estimate("linear", configs, native_catalog(), gpu, "sgd", "fp32_strict")
+        gemm_ms.update(zip(group.index, (t["forward_ms"] for t in times)))
+    rows["gemm_ms"] = rows.index.map(gemm_ms)
+    rows["ratio"] = rows["forward_ms"] / rows["gemm_ms"]
+    return rows
+
+
+def overhead_per_gpu(rows):
+    """{GPU: median ratio} of implicit_rows."""
+    return {gpu: float(ratios.median()) for gpu, ratios in rows.groupby("gpu")["ratio"]}
+
+
+def leave_one_out(per_gpu):
+    """{GPU: (its median, the nearest other GPU, that GPU's median, the median of the others')}: how well each
+    rule for a GPU without convolution data would have served each fitted GPU."""
+    from .uncertainty import extrapolation
+
+    out = {}
+    for gpu, own in per_gpu.items():
+        others = {name: ratio for name, ratio in per_gpu.items() if name != gpu}
+        nearest = extrapolation(gpu, list(others))["nearest"]
+        out[gpu] = (own, nearest, others[nearest], statistics.median(others.values()))
+    return out
+
+
+def record(folder):
+    """Writes the overhead per GPU into the manifest of the NeuSight-fitted GPU bundle in `folder`, from the rows
+    of the timing its predictors learned (prenet.predictors.learned_timing); returns it."""
+    from .datasets import load_neusight
+    from .predictors import learned_timing
+
+    rows = implicit_rows(load_neusight(timing=learned_timing(folder))["conv2d"], folder)
+    per_gpu = overhead_per_gpu(rows)
+    manifest_path = Path(folder) / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["implicit_gemm_overhead"] = {
+        "per_gpu": per_gpu,
+        "rows": {gpu: int(count) for gpu, count in rows["gpu"].value_counts().sort_index().items()},
+        "method": f"median over the GPU's NeuSight conv2d rows whose kernel matches {IMPLICIT_KERNEL} (not "
+                  f"Winograd) and whose time exceeds {MIN_MS} ms, of the row's time over this bundle's linear "
+                  "prediction for its implicit GEMM (m = batch x output pixels, k = c_in x kernel^2, n = c_out) "
+                  "in fp32_strict; prenet/implicit_gemm.py"}
+    write_json(manifest_path, manifest, indent=1)
+    return per_gpu
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bundle", required=True, help="a GPU bundle folder fitted on the NeuSight set")
+    args = parser.parse_args(argv)
+    for gpu, ratio in record(args.bundle).items():
+        print(f"{gpu}: {ratio:.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -8,7 +8,7 @@ import pytest
 import prenet
 from prenet import implicit_gemm, training
 from prenet.datasets import load_neusight
-from prenet.predictors import PACKAGED_BUNDLE, PACKAGED_UNSEEN_BUNDLE, learned_timing
+from prenet.predictors import PACKAGED_BUNDLE, PACKAGED_UNSEEN_BUNDLE
 
 A100 = "NVIDIA A100 80GB PCIe"
 CONV = dict(batch=32, in_channels=128, out_channels=128, kernel_size=3, height=28, width=28, bias=0)
@@ -33,7 +33,7 @@ def bundle_with(tmp_path, name, per_gpu):
 @pytest.mark.parametrize("folder", [PACKAGED_BUNDLE, PACKAGED_UNSEEN_BUNDLE], ids=lambda f: Path(f).name)
 def test_packaged_bundles_record_the_overhead_of_their_own_predictor(folder):
     recorded = json.loads((Path(folder) / "manifest.json").read_text())["implicit_gemm_overhead"]
-    rows = implicit_gemm.implicit_rows(load_neusight(timing=learned_timing(folder))["conv2d"], folder)
+    rows = implicit_gemm.implicit_rows(load_neusight(timing="device")["conv2d"], folder)
     assert recorded["per_gpu"] == pytest.approx(implicit_gemm.overhead_per_gpu(rows), rel=1e-9)
     assert recorded["rows"] == rows["gpu"].value_counts().to_dict()
     assert (rows["kernel"].str.contains("scudnn") & (rows["forward_ms"] > implicit_gemm.MIN_MS)).all()

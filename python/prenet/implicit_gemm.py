@@ -12,7 +12,8 @@ own, on any other the nearest fitted GPU's (PredictorBundle::implicit_gemm_overh
 specifications, as the estimate's "nearest fitted GPU"). The GPUs' medians lie far apart (0.7 on the P4 to 1.5 on
 the A100), so one figure for all would serve none; each GPU left out in turn (`leave_one_out`,
 bench/conv_implicit_over_gemm.py), the nearest GPU's median came nearer its own than the others' median did for 4
-of the 5 GPUs in each bundle (the A100, the fastest, left out gets the V100's, 24-25% below its own).
+of the 5 GPUs in the unseen-GPU bundle and all 5 in the seen-GPU one (the A100, the fastest, left out gets the
+V100's, 25-27% below its own).
 
 `python -m prenet.implicit_gemm --bundle FOLDER` records it in a GPU bundle fitted on the NeuSight set (prenet.fit
 does so as it finishes such a bundle).
@@ -31,11 +32,13 @@ MIN_MS = 0.05  # shorter rows are mostly launch and tail
 
 
 def implicit_rows(frame, folder):
-    """The conv2d rows of `frame` (prenet.datasets.load_neusight) whose kernel is an implicit GEMM and whose time
-    exceeds MIN_MS, with the GEMM's shape (m, k, n), the linear predictor's time for it on the row's GPU in fp32 on
-    CUDA cores by the bundle in `folder` (`gemm_ms`), and `ratio`, the row's time over it."""
+    """The conv2d rows of `frame` (prenet.datasets.load_neusight with timing "device") whose kernel is an implicit
+    GEMM and whose device time exceeds MIN_MS, with the GEMM's shape (m, k, n), the device time the bundle in
+    `folder` gives it on the row's GPU in fp32 on CUDA cores (`gemm_ms`: its linear predictor's, less the launch gap
+    a bundle learned on latencies holds, as the estimate takes it off), and `ratio`, the row's time over it."""
     from .catalog import native_catalog
-    from .predictors import load_bundle
+    from .launch_gap import kind_gaps_ms
+    from .predictors import learned_timing, load_bundle
 
     kernel = frame["kernel"]
     rows = frame[kernel.str.contains(IMPLICIT_KERNEL) & ~kernel.str.contains("winograd") &
@@ -44,12 +47,13 @@ def implicit_rows(frame, folder):
     rows["m"] = rows["batch"] * out * out
     rows["k"] = rows["in_channels"] * rows["kernel_size"] ** 2
     rows["n"] = rows["out_channels"]
-    bundle = load_bundle(folder)
+    bundle, holds_gap = load_bundle(folder), learned_timing(folder) == "latency"
     gemm_ms = {}
     for gpu, group in rows.groupby("gpu"):
         configs = [{"batch": 1, "seq_len": int(m), "in_features": int(k), "out_features": int(n), "bias": 0}
                    for m, k, n in zip(group["m"], group["k"], group["n"])]
-        times = bundle.estimate("linear", configs, native_catalog(), gpu, "sgd", "fp32_strict")
+        gaps = kind_gaps_ms(gpu) if holds_gap else {}
+        times = bundle.estimate("linear", configs, native_catalog(), gpu, "sgd", "fp32_strict", gaps)
         gemm_ms.update(zip(group.index, (t["forward_ms"] for t in times)))
     rows["gemm_ms"] = rows.index.map(gemm_ms)
     rows["ratio"] = rows["forward_ms"] / rows["gemm_ms"]
@@ -75,12 +79,10 @@ def leave_one_out(per_gpu):
 
 
 def record(folder):
-    """Writes the overhead per GPU into the manifest of the NeuSight-fitted GPU bundle in `folder`, from the rows
-    of the timing its predictors learned (prenet.predictors.learned_timing); returns it."""
+    """Writes the overhead per GPU into the manifest of the NeuSight-fitted GPU bundle in `folder`; returns it."""
     from .datasets import load_neusight
-    from .predictors import learned_timing
 
-    rows = implicit_rows(load_neusight(timing=learned_timing(folder))["conv2d"], folder)
+    rows = implicit_rows(load_neusight(timing="device")["conv2d"], folder)
     per_gpu = overhead_per_gpu(rows)
     manifest_path = Path(folder) / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
@@ -88,9 +90,9 @@ def record(folder):
         "per_gpu": per_gpu,
         "rows": {gpu: int(count) for gpu, count in rows["gpu"].value_counts().sort_index().items()},
         "method": f"median over the GPU's NeuSight conv2d rows whose kernel matches {IMPLICIT_KERNEL} (not "
-                  f"Winograd) and whose time exceeds {MIN_MS} ms, of the row's time over this bundle's linear "
+                  f"Winograd) and whose device time exceeds {MIN_MS} ms, of that time over this bundle's linear "
                   "prediction for its implicit GEMM (m = batch x output pixels, k = c_in x kernel^2, n = c_out) "
-                  "in fp32_strict; prenet/implicit_gemm.py"}
+                  "in fp32_strict as device time; prenet/implicit_gemm.py"}
     write_json(manifest_path, manifest, indent=1)
     return per_gpu
 

@@ -87,7 +87,9 @@ PYBIND11_MODULE(_core, m) {
             return rows;
         });
 
-    m.attr("distance_specs") = std::vector<std::string>(prenet::kDistanceSpecs.begin(), prenet::kDistanceSpecs.end());
+    std::vector<std::string> distance_specs;
+    for (const auto& spec : prenet::kDistanceSpecs) distance_specs.emplace_back(spec.name);
+    m.attr("distance_specs") = distance_specs;
 
     m.def("layer_kinds", [] {
         py::list kinds;

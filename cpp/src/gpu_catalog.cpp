@@ -169,19 +169,9 @@ std::vector<std::string> GpuCatalog::closest(std::string_view name, std::size_t 
     return names;
 }
 
-double distance_spec(const GpuSpec& gpu, std::string_view spec) {
-    if (spec == "fp32_tflops") return gpu.fp32_tflops;
-    if (spec == "memory_bandwidth_gbs") return gpu.memory_bandwidth_gbs;
-    if (spec == "sm_count") return gpu.sm_count;
-    if (spec == "l2_cache_mb") return gpu.l2_cache_mb;
-    throw std::invalid_argument("no distance specification '" + std::string(spec) + "'");
-}
-
 double spec_distance(const GpuSpec& a, const GpuSpec& b) {
     double sum = 0;
-    for (const auto spec : kDistanceSpecs) {
-        sum += std::pow(std::log(distance_spec(a, spec) / distance_spec(b, spec)), 2);
-    }
+    for (const auto& spec : kDistanceSpecs) sum += std::pow(std::log(spec.value(a) / spec.value(b)), 2);
     return std::sqrt(sum / kDistanceSpecs.size());
 }
 

@@ -49,10 +49,17 @@ private:
     std::unordered_map<std::string, std::size_t> keys_;  // normalised name or alias -> index in gpus_
 };
 
-// The specifications two devices are compared in, by name (GpuSpec fields), and each one's value in `gpu`.
-inline constexpr std::array<std::string_view, 4> kDistanceSpecs = {"fp32_tflops", "memory_bandwidth_gbs", "sm_count",
-                                                                   "l2_cache_mb"};
-double distance_spec(const GpuSpec& gpu, std::string_view spec);
+// A specification two devices are compared in: its GpuSpec field's name and value.
+struct DistanceSpec {
+    std::string_view name;
+    double (*value)(const GpuSpec&);
+};
+inline constexpr std::array<DistanceSpec, 4> kDistanceSpecs = {{
+    {"fp32_tflops", [](const GpuSpec& g) { return g.fp32_tflops; }},
+    {"memory_bandwidth_gbs", [](const GpuSpec& g) { return g.memory_bandwidth_gbs; }},
+    {"sm_count", [](const GpuSpec& g) { return static_cast<double>(g.sm_count); }},
+    {"l2_cache_mb", [](const GpuSpec& g) { return g.l2_cache_mb; }},
+}};
 // How far apart two devices are: the root-mean-square of the logarithms of their kDistanceSpecs' ratios (0: alike;
 // 0.69: every one off by a factor 2; log scale, as ratios, not differences, set how a kernel's time moves).
 double spec_distance(const GpuSpec& a, const GpuSpec& b);

@@ -40,7 +40,7 @@ def cell(found):
 def bundle_section(folder):
     """The report's lines for the packaged bundle in `folder`: the ratios per GPU, binned, and the leave-one-out
     table."""
-    rows = implicit_gemm.implicit_rows(load_neusight(timing="device")["conv2d"], folder)
+    rows = implicit_gemm.implicit_rows(load_neusight(timing="device")["conv2d"], *implicit_gemm.timed_by(folder))
     per_gpu = rows.groupby("gpu")["ratio"]
     time_labels = ["0.05-0.3 ms", "0.3-1 ms", "1-3 ms", "over 3 ms"]
     row_labels = ["m <= 8192", "8192 < m <= 65536", "m > 65536"]

@@ -33,7 +33,7 @@ def bundle_with(tmp_path, name, per_gpu):
 @pytest.mark.parametrize("folder", [PACKAGED_BUNDLE, PACKAGED_UNSEEN_BUNDLE], ids=lambda f: Path(f).name)
 def test_packaged_bundles_record_the_overhead_of_their_own_predictor(folder):
     recorded = json.loads((Path(folder) / "manifest.json").read_text())["implicit_gemm_overhead"]
-    rows = implicit_gemm.implicit_rows(load_neusight(timing="device")["conv2d"], folder)
+    rows = implicit_gemm.implicit_rows(load_neusight(timing="device")["conv2d"], *implicit_gemm.timed_by(folder))
     assert recorded["per_gpu"] == pytest.approx(implicit_gemm.overhead_per_gpu(rows), rel=1e-9)
     assert recorded["rows"] == rows["gpu"].value_counts().to_dict()
     assert (rows["kernel"].str.contains("scudnn") & (rows["forward_ms"] > implicit_gemm.MIN_MS)).all()
@@ -72,3 +72,31 @@ def test_leave_one_out_compares_the_nearest_gpu_with_the_others_median():
     assert left_out["Tesla P100-PCIE-16GB"] == (2.0, "Tesla V100-PCIE-32GB", 1.0, 2.5)
     assert set(left_out) == set(per_gpu)
     assert all(own == per_gpu[gpu] for gpu, (own, _, _, _) in left_out.items())
+
+
+def test_a_gpu_fit_writes_the_overhead_with_its_manifest(tmp_path, monkeypatch):
+    """prenet.fit finds the overhead by the bundle it is finishing and writes it in the one manifest it writes, so an
+    interrupted fit never leaves a bundle without it; a CPU fit records none."""
+    from prenet import fit
+
+    written, real = [], training.write_manifest
+
+    def recorded(folder, entries, provenance, extra=None):
+        written.append((Path(folder), dict(extra or {})))
+        return real(folder, entries, provenance, extra)
+
+    monkeypatch.setattr(training, "write_manifest", recorded)
+    bundle, cpu = tmp_path / "bundle", tmp_path / "cpu"
+    for data, folder in (("neusight", bundle), ("cpu", cpu)):
+        fit.main(["--data", data, "--kinds", "linear", "conv2d", "--families", "xgboost", "--sets", "ours",
+                  "--trees", "20", "--max-rows", "300", "--out", str(folder), "--results", str(tmp_path / "t.md")])
+    assert "implicit_gemm_overhead" not in json.loads((cpu / "manifest.json").read_text())
+    into_bundle = [extra for folder, extra in written if folder == bundle]
+    assert len(into_bundle) == 1 and set(into_bundle[0]) == {"implicit_gemm_overhead"}
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["implicit_gemm_overhead"]["per_gpu"] == pytest.approx(
+        implicit_gemm.manifest_entry(*implicit_gemm.timed_by(bundle))["per_gpu"], rel=1e-9)
+    assert len(manifest["implicit_gemm_overhead"]["per_gpu"]) == 5
+    assert all(ratio > 0 for ratio in manifest["implicit_gemm_overhead"]["per_gpu"].values())
+    # the bundle serves a tensor-core convolution with it
+    assert prenet.predict_layer("conv2d", gpu="H100", bundle=str(bundle), **CONV) > 0

@@ -258,13 +258,14 @@ class FitProgress:
     def gathered(self, kinds, key):
         return [item for kind in kinds if kind in self.done for item in self.done[kind][key]]
 
-    def finish(self, folder, kinds, provenance):
-        """Moves the kinds' model files into the bundle `folder`, writes its manifest, removes the staging."""
+    def finish(self, folder, kinds, provenance, extra=None):
+        """Moves the kinds' model files into the bundle `folder`, writes its manifest (with the fields of `extra`),
+        removes the staging."""
         entries = self.gathered(kinds, "entries")
         for entry in entries:
             for file in training.model_files(entry):
                 (self.staging / file).replace(Path(folder) / file)
-        training.write_manifest(folder, entries, provenance)
+        training.write_manifest(folder, entries, provenance, extra)
         shutil.rmtree(self.staging)
 
 
@@ -384,9 +385,13 @@ def main(argv=None):
     check_compositions(progress, data, kinds, provenance, args.max_rows)
     chosen, records = progress.gathered(kinds, "chosen"), progress.gathered(kinds, "records")
     sections = progress.gathered(kinds, "sections")
-    progress.finish(args.out, kinds, provenance)
+    extra = {}
     if args.data != "cpu" and {"conv2d", "linear"} <= set(kinds):
-        implicit_gemm.record(args.out)  # a convolution's implicit GEMM on tensor cores, over its product's time
+        # a convolution's implicit GEMM on tensor cores, over its product's time, by the bundle's own predictors
+        extra["implicit_gemm_overhead"] = implicit_gemm.manifest_entry(
+            composing_bundle(progress.gathered(kinds, "entries"), progress.staging, provenance),
+            provenance["timing"] == "latency")
+    progress.finish(args.out, kinds, provenance, extra)
     medians = [c["test"]["median_rel"] for c in chosen]
     command = f"`.venv/bin/python -m prenet.fit {' '.join(argv if argv is not None else sys.argv[1:])}`"
     header = [f"# Per-layer predictors: {args.data}", "",

@@ -15,8 +15,8 @@ bench/conv_implicit_over_gemm.py), the nearest GPU's median came nearer its own 
 of the 5 GPUs in the unseen-GPU bundle and all 5 in the seen-GPU one (the A100, the fastest, left out gets the
 V100's, 25-27% below its own).
 
-`python -m prenet.implicit_gemm --bundle FOLDER` records it in a GPU bundle fitted on the NeuSight set (prenet.fit
-does so as it finishes such a bundle).
+prenet.fit writes it into the manifest of a GPU bundle fitted on the NeuSight set as it writes the manifest;
+`python -m prenet.implicit_gemm --bundle FOLDER` records it in such a bundle fitted before.
 """
 import argparse
 import json
@@ -31,14 +31,21 @@ IMPLICIT_KERNEL = r"scudnn_\d+x\d+_"
 MIN_MS = 0.05  # shorter rows are mostly launch and tail
 
 
-def implicit_rows(frame, folder):
+def timed_by(folder):
+    """(the native bundle in `folder`, whether it learned latencies, which hold the measuring host's launch gap):
+    what implicit_rows times each GEMM with."""
+    from .predictors import learned_timing, load_bundle
+
+    return load_bundle(folder), learned_timing(folder) == "latency"
+
+
+def implicit_rows(frame, bundle, holds_gap):
     """The conv2d rows of `frame` (prenet.datasets.load_neusight with timing "device") whose kernel is an implicit
-    GEMM and whose device time exceeds MIN_MS, with the GEMM's shape (m, k, n), the device time the bundle in
-    `folder` gives it on the row's GPU in fp32 on CUDA cores (`gemm_ms`: its linear predictor's, less the launch gap
-    a bundle learned on latencies holds, as the estimate takes it off), and `ratio`, the row's time over it."""
+    GEMM and whose device time exceeds MIN_MS, with the GEMM's shape (m, k, n), the device time `bundle` gives it on
+    the row's GPU in fp32 on CUDA cores (`gemm_ms`: its linear predictor's, less the launch gap where the bundle
+    learned latencies, `holds_gap`, as the estimate takes it off), and `ratio`, the row's time over it."""
     from .catalog import native_catalog
     from .launch_gap import kind_gaps_ms
-    from .predictors import learned_timing, load_bundle
 
     kernel = frame["kernel"]
     rows = frame[kernel.str.contains(IMPLICIT_KERNEL) & ~kernel.str.contains("winograd") &
@@ -47,7 +54,6 @@ def implicit_rows(frame, folder):
     rows["m"] = rows["batch"] * out * out
     rows["k"] = rows["in_channels"] * rows["kernel_size"] ** 2
     rows["n"] = rows["out_channels"]
-    bundle, holds_gap = load_bundle(folder), learned_timing(folder) == "latency"
     gemm_ms = {}
     for gpu, group in rows.groupby("gpu"):
         configs = [{"batch": 1, "seq_len": int(m), "in_features": int(k), "out_features": int(n), "bias": 0}
@@ -78,23 +84,29 @@ def leave_one_out(per_gpu):
     return out
 
 
-def record(folder):
-    """Writes the overhead per GPU into the manifest of the NeuSight-fitted GPU bundle in `folder`; returns it."""
+def manifest_entry(bundle, holds_gap):
+    """The manifest's "implicit_gemm_overhead" of a GPU bundle fitted on the NeuSight set (`bundle`, `holds_gap`:
+    as implicit_rows's): the median per GPU, the rows behind each and how it was found."""
     from .datasets import load_neusight
 
-    rows = implicit_rows(load_neusight(timing="device")["conv2d"], folder)
-    per_gpu = overhead_per_gpu(rows)
+    rows = implicit_rows(load_neusight(timing="device")["conv2d"], bundle, holds_gap)
+    return {"per_gpu": overhead_per_gpu(rows),
+            "rows": {gpu: int(count) for gpu, count in rows["gpu"].value_counts().sort_index().items()},
+            "method": f"median over the GPU's NeuSight conv2d rows whose kernel matches {IMPLICIT_KERNEL} (not "
+                      f"Winograd) and whose device time exceeds {MIN_MS} ms, of that time over this bundle's linear "
+                      "prediction for its implicit GEMM (m = batch x output pixels, k = c_in x kernel^2, n = c_out) "
+                      "in fp32_strict as device time; prenet/implicit_gemm.py"}
+
+
+def record(folder):
+    """Writes the overhead per GPU into the manifest of the NeuSight-fitted GPU bundle in `folder` (prenet.fit
+    writes it with the manifest; this, for a bundle fitted before); returns it."""
+    entry = manifest_entry(*timed_by(folder))
     manifest_path = Path(folder) / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
-    manifest["implicit_gemm_overhead"] = {
-        "per_gpu": per_gpu,
-        "rows": {gpu: int(count) for gpu, count in rows["gpu"].value_counts().sort_index().items()},
-        "method": f"median over the GPU's NeuSight conv2d rows whose kernel matches {IMPLICIT_KERNEL} (not "
-                  f"Winograd) and whose device time exceeds {MIN_MS} ms, of that time over this bundle's linear "
-                  "prediction for its implicit GEMM (m = batch x output pixels, k = c_in x kernel^2, n = c_out) "
-                  "in fp32_strict as device time; prenet/implicit_gemm.py"}
+    manifest["implicit_gemm_overhead"] = entry
     write_json(manifest_path, manifest, indent=1)
-    return per_gpu
+    return entry["per_gpu"]
 
 
 def main(argv=None):

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ._native import core
+from .atomic_file import write_json
 from .blended_forests import BlendedForests, gpu_free
 from .catalog import device_catalog
 from .layer_parts import PARTS, mode_ms
@@ -573,13 +574,14 @@ def model_files(entry):
     return [entry["file"]] + ([entry["kernel_classifier"]["file"]] if "kernel_classifier" in entry else [])
 
 
-def write_manifest(folder, entries, provenance):
-    """Writes `folder`/manifest.json naming `entries` (their model files already there); model files of an
-    earlier fit that it does not name are removed (other files, such as intervals.json, stay)."""
+def write_manifest(folder, entries, provenance, extra=None):
+    """Writes `folder`/manifest.json naming `entries` (their model files already there), with the fields of
+    `extra` beside them, whole or not at all (prenet.atomic_file); model files of an earlier fit that it does not
+    name are removed (other files, such as intervals.json, stay)."""
     folder = Path(folder)
     manifest = {"format": "prenet-predictors", "version": 1, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                "fitted_on": provenance, "predictors": entries}
-    (folder / "manifest.json").write_text(json.dumps(manifest, indent=1))
+                "fitted_on": provenance, "predictors": entries, **(extra or {})}
+    write_json(folder / "manifest.json", manifest, indent=1)
     for stale in set(folder.glob("*.json.gz")) - {folder / f for e in entries for f in model_files(e)}:
         stale.unlink()  # a model file of an earlier fit, no longer in the manifest
     return folder

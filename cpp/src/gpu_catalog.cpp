@@ -7,6 +7,7 @@
 #include <numeric>
 #include <set>
 #include <stdexcept>
+#include <utility>
 
 #include "prenet/csv.hpp"
 
@@ -156,10 +157,15 @@ const GpuSpec& GpuCatalog::find(std::string_view name) const {
 }
 
 std::vector<std::string> GpuCatalog::closest(std::string_view name, std::size_t count) const {
+    // Per GPU, over its names: how far `name` is from the beginning of a name (a person types the model and leaves
+    // out the rest: "H100" for the H100 PCIe), then from the whole name, nearest first.
     const std::string key = normalise_gpu_name(name);
-    std::vector<std::size_t> best(gpus_.size(), std::string::npos);
+    using Distance = std::pair<std::size_t, std::size_t>;
+    std::vector<Distance> best(gpus_.size(), {std::string::npos, std::string::npos});
     for (const auto& [known, index] : keys_) {
-        best[index] = std::min(best[index], edit_distance(key, known));
+        const std::size_t whole = edit_distance(key, known);
+        best[index] = std::min(best[index], Distance{std::min(whole, edit_distance(key, known.substr(0, key.size()))),
+                                                     whole});
     }
     std::vector<std::size_t> order(gpus_.size());
     std::iota(order.begin(), order.end(), 0);

@@ -68,6 +68,9 @@ TEST(GpuCatalog, UnknownNameListsTheClosest) {
         EXPECT_NE(msg.find("H100"), std::string::npos) << msg;
     }
     EXPECT_EQ(catalog.closest("A100 40G", 1).front(), "NVIDIA A100-PCIE-40GB");
+    // a typo of a model name: its variants (SXM, NVL, PCIe) before other models one letter away (P100)
+    for (const auto& gpu : catalog.closest("H1000", 3)) EXPECT_NE(gpu.find("H100"), std::string::npos) << gpu;
+    EXPECT_EQ(catalog.closest("H100", 1).front(), "NVIDIA H100 80GB HBM3");  // a name itself first
 }
 
 TEST(GpuCatalog, NormalisationDropsVendorWordsAndPunctuation) {

@@ -5,9 +5,11 @@ without convolution data is served by the nearest fitted GPU's figure, which the
 of the others' (each fitted GPU left out in turn). One factor for every GPU, the median of the five GPUs' medians,
 had been the rule chosen before any H100 figure was looked at; the nearest GPU's was chosen after the H100's
 convolutional models were seen under-predicted with the first, and the leave-one-out table is the evidence for it
-from the fitting data alone (docs/validation.md, "On TF32").
+from the fitting data alone (docs/validation.md, "On TF32"). Each row's time is taken as at the start of its GPU's
+file (prenet.measurement_order: NeuSight's process added a cost per call that grew with the shapes it had measured,
+bench/conv_measurement_order.py); the rows as measured are shown beside them.
 
-Run:  .venv/bin/python bench/conv_implicit_over_gemm.py [--out FILE]   (about 10 s). Writes
+Run:  .venv/bin/python bench/conv_implicit_over_gemm.py [--out FILE]   (about 20 s). Writes
 bench/results/conv_implicit_over_gemm.md.
 """
 import argparse
@@ -40,7 +42,10 @@ def cell(found):
 def bundle_section(folder):
     """The report's lines for the packaged bundle in `folder`: the ratios per GPU, binned, and the leave-one-out
     table."""
-    rows = implicit_gemm.implicit_rows(load_neusight(timing="device")["conv2d"], *implicit_gemm.timed_by(folder))
+    timed_by = implicit_gemm.timed_by(folder)
+    rows = implicit_gemm.implicit_rows(implicit_gemm.conv_rows(), *timed_by)
+    as_measured = implicit_gemm.overhead_per_gpu(
+        implicit_gemm.implicit_rows(load_neusight(timing="device")["conv2d"], *timed_by))
     per_gpu = rows.groupby("gpu")["ratio"]
     time_labels = ["0.05-0.3 ms", "0.3-1 ms", "1-3 ms", "over 3 ms"]
     row_labels = ["m <= 8192", "8192 < m <= 65536", "m > 65536"]
@@ -48,12 +53,13 @@ def bundle_section(folder):
     by_rows = binned_medians(rows, "m", [0, 8192, 65536, np.inf], row_labels)
     lines = [
         f"## {folder.name}/ (learned on {learned_timing(folder)})", "",
-        "| GPU | rows | median | 10th-90th percentile | " + " | ".join(time_labels) + " | " +
+        "| GPU | rows | median | as measured | 10th-90th percentile | " + " | ".join(time_labels) + " | " +
         " | ".join(row_labels) + " |",
-        "| --- | --- | --- | --- | " + " | ".join("---" for _ in time_labels + row_labels) + " |",
+        "| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in time_labels + row_labels) + " |",
     ]
     for gpu, ratios in per_gpu:
-        lines.append(f"| {gpu} | {len(ratios)} | {ratios.median():.2f} | {ratios.quantile(0.1):.2f}-"
+        lines.append(f"| {gpu} | {len(ratios)} | {ratios.median():.2f} | {as_measured[gpu]:.2f} | "
+                     f"{ratios.quantile(0.1):.2f}-"
                      f"{ratios.quantile(0.9):.2f} | " +
                      " | ".join(cell(by_time[gpu, label]) for label in time_labels) + " | " +
                      " | ".join(cell(by_rows[gpu, label]) for label in row_labels) + " |")
@@ -94,8 +100,9 @@ def main():
         f"its algorithms) whose kernel is an implicit GEMM (`{IMPLICIT_KERNEL}`, not Winograd) and whose time "
         f"exceeds {MIN_MS} ms; each row's time over the bundle's linear predictor's for its GEMM (m = batch x "
         "output pixels, k = c_in x 9, n = c_out) on the same GPU in fp32_strict, each bundle in the timing it "
-        "learned (prenet.implicit_gemm, whose medians per GPU the bundle's manifest records). Cells: median ratio "
-        "(rows).",
+        "learned (prenet.implicit_gemm, whose medians per GPU the bundle's manifest records), each row's time as at "
+        "the start of its GPU's file (prenet.measurement_order; 'as measured': the median without that correction, "
+        "which the manifests recorded before this correction, 2026-11-28). Cells: median ratio (rows).",
         "",
     ] + sections
     write_report(args.out, "\n".join(lines))

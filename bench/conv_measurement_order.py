@@ -21,28 +21,22 @@ import pandas as pd
 
 from prenet import training
 from prenet.datasets import load_neusight
+from prenet.measurement_order import position_model, predicted_at, with_position
 from report import RESULTS, write_report
 
 POSITIONS = (1000, 2500, 4000, 4900)  # positions at which the fitted effect is read, against position 0
 SIZES = [0, 0.3, 1, 3, 10, np.inf]    # ms buckets of the configuration's time at position 0
 
 
-def with_position(frame):
-    """`frame` with `position`: each row's index within its GPU's file (load_neusight keeps the files' order; each
-    GPU has one file per operator)."""
-    frame = frame.copy()
-    frame["position"] = frame.groupby("gpu").cumcount()
-    return frame[frame["forward_ms"] > 0].reset_index(drop=True)
-
-
 def fitted(kind, frame, with_order):
-    """(model, inputs, target, split) of xgboost on our features, and the position where `with_order`."""
+    """(model, inputs, target, split) of xgboost on our features, and the position where `with_order`
+    (prenet.measurement_order.position_model), fitted on the training part of the split."""
     part = training.split_by_configuration(frame, training.config_keys(kind, frame))
+    if with_order:
+        return (*position_model(kind, frame, part == "train"), part)
     names = training.feature_sets(kind, frame["gpu"].unique())["ours"]
     target = training.target_for("ours")
     x = training.model_inputs(kind, frame, names)
-    if with_order:
-        x = np.c_[x, frame["position"].to_numpy(float)]
     y = training.target_values(kind, frame, target, "forward_ms")
     model = training.make_model("xgboost").fit(x[part == "train"], y[part == "train"])
     return model, x, target, part
@@ -80,9 +74,7 @@ def main(argv=None):
     test = frame[rows].reset_index(drop=True)
 
     def at(position):
-        z = x[rows].copy()
-        z[:, -1] = position
-        return training.to_ms("conv2d", test, target, model.predict(z))
+        return predicted_at("conv2d", test, (model, x[rows], target), position)
 
     start = at(0)
     size = pd.Series(pd.cut(start, SIZES).astype(str))

@@ -6,19 +6,21 @@ c_in k^2; columns c_out) timed by the bundle's linear predictor and moved to the
 No data here times a tensor-core convolution, but NeuSight's CUDA-core convolutions include rows where cuDNN
 (benchmarking every algorithm) ran one of its implicit-GEMM kernels (`scudnn_<tile>_...`, not Winograd): each such
 row's time over the bundle's linear prediction for its GEMM on the same GPU, in fp32 on CUDA cores, is what the
-convolution's kernel costs beyond the product there. The median per GPU is recorded in the bundle's manifest
+convolution's kernel costs beyond the product there, each row's time taken as at the start of its GPU's file
+(NeuSight's process added a cost per call that grew with the shapes it had measured, prenet.measurement_order; as
+measured, the medians were 11-28% higher). The median per GPU is recorded in the bundle's manifest
 ("implicit_gemm_overhead") and multiplies the implicit GEMM of a convolution on tensor cores: on a fitted GPU its
 own, on any other the nearest fitted GPU's (PredictorBundle::implicit_gemm_overhead; nearest in the catalog's
-specifications, as the estimate's "nearest fitted GPU"). The GPUs' medians lie far apart (0.7 on the P4 to 1.5 on
-the A100), so one figure for all would serve none; each GPU left out in turn (`leave_one_out`,
+specifications, as the estimate's "nearest fitted GPU"). The GPUs' medians lie far apart (0.63 on the P4 to 1.22-1.34
+on the A100), so one figure for all would serve none; each GPU left out in turn (`leave_one_out`,
 bench/conv_implicit_over_gemm.py), the nearest GPU's median came nearer its own than the others' median did for 4
-of the 5 GPUs in the unseen-GPU bundle and all 5 in the seen-GPU one (the A100, the fastest, left out gets the
-V100's, 25-27% below its own).
+of the 5 GPUs in either bundle (the A100, the fastest, left out gets the V100's, 23-27% below its own).
 
 prenet.fit writes it into the manifest of a GPU bundle fitted on the NeuSight set as it writes the manifest;
 `python -m prenet.implicit_gemm --bundle FOLDER` records it in such a bundle fitted before.
 """
 import argparse
+import functools
 import json
 import statistics
 from pathlib import Path
@@ -31,6 +33,16 @@ IMPLICIT_KERNEL = r"scudnn_\d+x\d+_"
 MIN_MS = 0.05  # shorter rows are mostly launch and tail
 
 
+@functools.lru_cache(maxsize=1)
+def conv_rows():
+    """NeuSight's conv2d rows as device time, each as at the start of its GPU's file (the cost per call that grew
+    as NeuSight's process measured more shapes taken off: prenet.measurement_order). Cached: a model is fitted."""
+    from .datasets import load_neusight
+    from .measurement_order import at_first_position
+
+    return at_first_position("conv2d", load_neusight(timing="device")["conv2d"])
+
+
 def timed_by(folder):
     """(the native bundle in `folder`, whether it learned latencies, which hold the measuring host's launch gap):
     what implicit_rows times each GEMM with."""
@@ -40,10 +52,10 @@ def timed_by(folder):
 
 
 def implicit_rows(frame, bundle, holds_gap):
-    """The conv2d rows of `frame` (prenet.datasets.load_neusight with timing "device") whose kernel is an implicit
-    GEMM and whose device time exceeds MIN_MS, with the GEMM's shape (m, k, n), the device time `bundle` gives it on
-    the row's GPU in fp32 on CUDA cores (`gemm_ms`: its linear predictor's, less the launch gap where the bundle
-    learned latencies, `holds_gap`, as the estimate takes it off), and `ratio`, the row's time over it."""
+    """The conv2d rows of `frame` (conv_rows) whose kernel is an implicit GEMM and whose device time exceeds
+    MIN_MS, with the GEMM's shape (m, k, n), the device time `bundle` gives it on the row's GPU in fp32 on CUDA cores
+    (`gemm_ms`: its linear predictor's, less the launch gap where the bundle learned latencies, `holds_gap`, as the
+    estimate takes it off), and `ratio`, the row's time over it."""
     from .catalog import native_catalog
     from .launch_gap import kind_gaps_ms
 
@@ -87,15 +99,15 @@ def leave_one_out(per_gpu):
 def manifest_entry(bundle, holds_gap):
     """The manifest's "implicit_gemm_overhead" of a GPU bundle fitted on the NeuSight set (`bundle`, `holds_gap`:
     as implicit_rows's): the median per GPU, the rows behind each and how it was found."""
-    from .datasets import load_neusight
-
-    rows = implicit_rows(load_neusight(timing="device")["conv2d"], bundle, holds_gap)
+    rows = implicit_rows(conv_rows(), bundle, holds_gap)
     return {"per_gpu": overhead_per_gpu(rows),
             "rows": {gpu: int(count) for gpu, count in rows["gpu"].value_counts().sort_index().items()},
             "method": f"median over the GPU's NeuSight conv2d rows whose kernel matches {IMPLICIT_KERNEL} (not "
-                      f"Winograd) and whose device time exceeds {MIN_MS} ms, of that time over this bundle's linear "
-                      "prediction for its implicit GEMM (m = batch x output pixels, k = c_in x kernel^2, n = c_out) "
-                      "in fp32_strict as device time; prenet/implicit_gemm.py"}
+                      f"Winograd) and whose device time, as at the start of its GPU's file (the cost per call that "
+                      "grew with the shapes measured before it taken off, prenet/measurement_order.py), exceeds "
+                      f"{MIN_MS} ms, of that time over this bundle's linear prediction for its implicit GEMM (m = batch "
+                      "x output pixels, k = c_in x kernel^2, n = c_out) in fp32_strict as device time; "
+                      "prenet/implicit_gemm.py"}
 
 
 def record(folder):

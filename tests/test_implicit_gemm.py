@@ -33,7 +33,8 @@ def bundle_with(tmp_path, name, per_gpu):
 def test_packaged_bundles_record_the_overhead_of_their_own_predictor(folder):
     recorded = json.loads((Path(folder) / "manifest.json").read_text())["implicit_gemm_overhead"]
     rows = implicit_gemm.implicit_rows(implicit_gemm.conv_rows(), *implicit_gemm.timed_by(folder))
-    assert recorded["per_gpu"] == pytest.approx(implicit_gemm.overhead_per_gpu(rows), rel=1e-6)
+    # rel 1e-4: the rows' position model is fitted again here (prenet.measurement_order)
+    assert recorded["per_gpu"] == pytest.approx(implicit_gemm.overhead_per_gpu(rows), rel=1e-4)
     assert recorded["rows"] == rows["gpu"].value_counts().to_dict()
     assert (rows["kernel"].str.contains("scudnn") & (rows["forward_ms"] > implicit_gemm.MIN_MS)).all()
 
@@ -94,7 +95,7 @@ def test_a_gpu_fit_writes_the_overhead_with_its_manifest(tmp_path, monkeypatch):
     assert len(into_bundle) == 1 and set(into_bundle[0]) == {"implicit_gemm_overhead"}
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["implicit_gemm_overhead"]["per_gpu"] == pytest.approx(
-        implicit_gemm.manifest_entry(*implicit_gemm.timed_by(bundle))["per_gpu"], rel=1e-6)
+        implicit_gemm.manifest_entry(*implicit_gemm.timed_by(bundle))["per_gpu"], rel=1e-4)
     assert len(manifest["implicit_gemm_overhead"]["per_gpu"]) == 5
     assert all(ratio > 0 for ratio in manifest["implicit_gemm_overhead"]["per_gpu"].values())
     # the bundle serves a tensor-core convolution with it

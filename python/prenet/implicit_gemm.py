@@ -105,8 +105,8 @@ def manifest_entry(bundle, holds_gap):
             "method": f"median over the GPU's NeuSight conv2d rows whose kernel matches {IMPLICIT_KERNEL} (not "
                       f"Winograd) and whose device time, as at the start of its GPU's file (the cost per call that "
                       "grew with the shapes measured before it taken off, prenet/measurement_order.py), exceeds "
-                      f"{MIN_MS} ms, of that time over this bundle's linear prediction for its implicit GEMM (m = batch "
-                      "x output pixels, k = c_in x kernel^2, n = c_out) in fp32_strict as device time; "
+                      f"{MIN_MS} ms, of that time over this bundle's linear prediction for its implicit GEMM (m = "
+                      "batch x output pixels, k = c_in x kernel^2, n = c_out) in fp32_strict as device time; "
                       "prenet/implicit_gemm.py"}
 
 

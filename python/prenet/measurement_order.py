@@ -1,11 +1,12 @@
 """The order in which NeuSight measured its rows, and what it adds to their times.
 
 NeuSight measured each GPU's convolutions in one process, in one random order of shapes, and a call's time grows
-with how far into that process it was measured: by the end of a file (about 5,000 shapes) about 0.3 ms a call more,
-the same milliseconds at every size, so a cost per call and not a slower GPU (bench/conv_measurement_order.py). A
-training process runs a few dozen shapes, as at the start of such a file. `at_first_position` takes that cost off
-each row: a model of the rows' time learns the position beside the configuration (xgboost on our features, the
-bundles' target), and each row loses what the model adds between position 0 and its own.
+with how far into that process it was measured: by the end of a file (about 5,000 shapes) 0.2-0.6 ms a call more by
+GPU, the same milliseconds at every size, so a cost per call and not a slower GPU (bench/conv_measurement_order.py;
+the median over each GPU's last 1,000 rows). A training process runs a few dozen shapes, as at the start of such a
+file. `at_first_position` takes that cost off each row: a model of the rows' time learns the position beside the
+configuration (xgboost on our features, the bundles' target), and each row loses what the model adds between
+position 0 and its own.
 """
 import numpy as np
 

@@ -3,7 +3,10 @@ model family x feature set, with the improvement column), the model selection of
 figures printed beside ours. Driven by pytest (tests/test_reproduction.py) and by notebooks/reproduction.ipynb.
 
 The settings here are reduced (rows per kind, trees, MLP epochs) so that the whole reproduction runs in minutes
-inside the test suite; `python -m prenet.fit` runs the same experiment at full size.
+inside the test suite; `python -m prenet.fit` runs the same experiment at full size. A kind the kind table composes
+of other kinds' kernels (attention, the recurrent layers, embedding) also has the candidates `prenet.fit` adds for it
+(the "composed" set: time over that composition, fit.fit_composed), composed as the packaged bundle of the data set
+composes it (its predictors of the other kinds, fitted on their own rows only), and the choice weighs them too.
 """
 import json
 import time
@@ -12,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import fit, training
+from . import fit, predictors, training
 from .paper_tables import PAPER_RMSE
 
 # The kinds of the paper's Tables 4 and 5, plus LayerNorm, which its model selection names.
@@ -32,6 +35,22 @@ class Settings:
     extra: dict = field(default_factory=dict)
 
 
+# The packaged bundle whose predictors of the other kinds compose a kind's rows, per data set (the served one).
+COMPOSING_BUNDLES = {"cpu": predictors.PACKAGED_HOST_BUNDLE, "neusight": predictors.PACKAGED_BUNDLE}
+
+
+def packaged_compositions(data_set, kind, frame):
+    """training.compositions of `kind`'s rows (`frame`) by the packaged bundle of `data_set` without its
+    predictors of `kind` (as layer timing composes the kind); None for a kind not composed of others or a data set
+    without a packaged bundle."""
+    folder = COMPOSING_BUNDLES.get(data_set)
+    if folder is None or not training.composite(kind):
+        return None
+    manifest = json.loads((folder / "manifest.json").read_text())
+    others = [entry for entry in manifest["predictors"] if entry["kind"] != kind]
+    return training.compositions(kind, frame, fit.composing_bundle(others, folder, manifest["fitted_on"]))
+
+
 def run(settings):
     """Fits every cell; returns {"settings", "cells": DataFrame, "chosen": [result records], "markdown"}."""
     data, source = fit.load_data(settings.data)
@@ -41,6 +60,13 @@ def run(settings):
     for kind, mode, results, best in fit.fit_all(data, kinds, settings.modes, settings.families, settings.sets,
                                                  settings.modes, settings.mlp_epochs, settings.trees,
                                                  settings.max_rows):
+        composed_families = [f for f in settings.families if f in training.TREE_FAMILIES]
+        frame = fit._subsample(data[kind], settings.max_rows)  # the rows fit_all fitted on
+        composed = composed_families and packaged_compositions(settings.data, kind, frame)
+        if composed:
+            [(_, over_kernels, best)] = fit.fit_composed(kind, frame, composed, [fit.result_record(best)],
+                                                         composed_families, settings.trees)
+            results = results + over_kernels
         records += [fit.result_record(r) for r in results]
         chosen.append(fit.result_record(best))
         sections.append(fit.tables_markdown(kind, mode, results, best))
@@ -58,7 +84,8 @@ def run(settings):
 
 
 def paper_comparison(cells):
-    """Our Baseline and COCMCT test RMSE beside the paper's, per kind and family, with both improvements."""
+    """Our Baseline and COCMCT test RMSE beside the paper's, per kind and family, with both improvements (and ours
+    and the composed set's, where fitted)."""
     rows = []
     for (kind, mode, family), group in cells.groupby(["kind", "mode", "family"], sort=False):
         rmse = dict(zip(group["feature_set"], group["test_rmse_ms"]))
@@ -66,7 +93,7 @@ def paper_comparison(cells):
             continue
         paper = PAPER_RMSE.get(kind, {}).get(family)
         rows.append({"kind": kind, "mode": mode, "family": family, "baseline_ms": rmse["baseline"],
-                     "cocmct_ms": rmse["cocmct"], "ours_ms": rmse.get("ours"),
+                     "cocmct_ms": rmse["cocmct"], "ours_ms": rmse.get("ours"), "composed_ms": rmse.get("composed"),
                      "improvement_pct": 100 * (rmse["baseline"] - rmse["cocmct"]) / rmse["baseline"],
                      "paper_baseline_ms": paper[0] if paper else None, "paper_cocmct_ms": paper[1] if paper else None,
                      "paper_improvement_pct": paper[2] if paper else None})

@@ -32,7 +32,7 @@ def test_every_cell_is_finite_and_held_out(outcome):
         assert len(composed) == (len(trees) if training.composite(kind) else 0), (kind, mode)
         assert (composed["target"] == training.OVER_KERNELS).all()
         assert len(group) - len(composed) == expected, (kind, mode)
-        frame = fit._subsample(data[kind], settings.max_rows)
+        frame = fit.subsample(data[kind], settings.max_rows)
         frame = frame[frame[f"{mode}_ms"] > 0].reset_index(drop=True)
         keys = training.config_keys(kind, frame)
         part = training.split_by_configuration(frame, keys + (["optimizer"] if mode == "train" else []))
@@ -69,3 +69,15 @@ def test_paper_figures_sit_beside_ours_with_the_improvement_column(outcome):
     text = (ROOT / "results" / f"reproduction_{name}.md").read_text()
     assert "| family | Baseline | CO | COCM | COCMCT | ours | improvement |" in text
     assert "## Model selection" in text
+
+
+def test_composite_kinds_are_composed_by_the_packaged_bundle_without_their_own_predictors():
+    data, _ = fit.load_data("cpu")
+    frame = fit.subsample(data["multihead_attention"], 40)
+    composed = reproduction.packaged_compositions("cpu", "multihead_attention", frame)
+    for mode, values in composed.items():
+        assert len(values) == len(frame) and np.isfinite(values).all() and (values > 0).all(), mode
+    # composed of its kernels: more than their forward alone in a training step
+    assert (composed["train"] > composed["forward"]).all()
+    assert reproduction.packaged_compositions("cpu", "conv2d", frame) is None  # a kind of its own kernels
+    assert reproduction.packaged_compositions("neusight_device", "multihead_attention", frame) is None

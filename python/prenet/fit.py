@@ -45,7 +45,8 @@ DATA_SETS = ("cpu", "neusight", "neusight_device")
 STAGING = ".fit-in-progress"
 
 
-def _subsample(frame, max_rows, seed=0):
+def subsample(frame, max_rows, seed=0):
+    """At most `max_rows` rows of `frame` (0: all), drawn with `seed`: the rows a fit of that size fits a kind on."""
     if max_rows and len(frame) > max_rows:
         return frame.sample(max_rows, random_state=seed).reset_index(drop=True)
     return frame
@@ -153,7 +154,7 @@ def _start_worker(threads):
 def fit_kinds(data, kinds, modes, families, sets, ablation_modes, mlp_epochs=300, trees=None, max_rows=0, jobs=1):
     """Yields (kind, [(kind, mode, results, chosen)] for every mode with data) as each kind finishes, in the order
     of `kinds`; `jobs` worker processes fit kinds side by side."""
-    arguments = [(kind, _subsample(data[kind], max_rows), modes, families, sets, ablation_modes, mlp_epochs, trees)
+    arguments = [(kind, subsample(data[kind], max_rows), modes, families, sets, ablation_modes, mlp_epochs, trees)
                  for kind in kinds]
     if jobs <= 1:
         for args in arguments:
@@ -309,7 +310,7 @@ def check_compositions(progress, data, kinds, provenance, max_rows):
         totals = progress.done[kind].get("compositions")
         if not totals or not any(e["target"] == training.OVER_KERNELS for e in progress.done[kind]["entries"]):
             continue
-        composed = kind_compositions(progress, kind, _subsample(data[kind], max_rows), kinds, provenance)
+        composed = kind_compositions(progress, kind, subsample(data[kind], max_rows), kinds, provenance)
         changed = [mode for mode, total in totals.items()
                    if not math.isclose(float(np.sum(composed[mode])), total, rel_tol=1e-9)]
         if changed:
@@ -373,7 +374,7 @@ def main(argv=None):
     for kind in kinds:
         if progress.composed(kind):
             continue
-        frame = _subsample(data[kind], args.max_rows)
+        frame = subsample(data[kind], args.max_rows)
         composed = kind_compositions(progress, kind, frame, kinds, provenance) if composed_families else None
         fitted = [] if composed is None else fit_composed(kind, frame, composed, progress.done[kind]["chosen"],
                                                           composed_families, args.trees)

@@ -61,7 +61,7 @@ def run(settings):
                                                  settings.modes, settings.mlp_epochs, settings.trees,
                                                  settings.max_rows):
         composed_families = [f for f in settings.families if f in training.TREE_FAMILIES]
-        frame = fit._subsample(data[kind], settings.max_rows)  # the rows fit_all fitted on
+        frame = fit.subsample(data[kind], settings.max_rows)  # the rows fit_all fitted on
         composed = composed_families and packaged_compositions(settings.data, kind, frame)
         if composed:
             [(_, over_kernels, best)] = fit.fit_composed(kind, frame, composed, [fit.result_record(best)],

@@ -41,16 +41,20 @@ struct Destination {
     bool scratch = false;
 };
 
-// Two scratch rows' forward times made one, sent to `to`: the faster of a kernel timed two ways (a choice), or a
-// predictor's ratio times the composition it is over (a product).
+// Two scratch rows' forward times made one, sent to `to`: the faster of a kernel timed two ways (a choice), a
+// predictor's ratio times the composition it is over (a product), or the slower of a composition and a bound
+// below which no kernel can run (a floor).
+enum class Combine { faster, product, slower };
 struct Combination {
     Destination to;
     std::size_t first, second;  // scratch rows
-    bool product;
+    Combine how;
 };
 
 // Guards against a kind table whose kernels refer back to themselves.
 constexpr int kMaxDepth = 8;
+// The catalog's l2_cache_mb in bytes (MiB, as NVIDIA's datasheets count cache).
+constexpr double kBytesPerMiB = 1024.0 * 1024.0;
 // The bundle's mode of a layer's forward pass timed inside training steps (prenet.training.MODES).
 const std::string kTrainForward = "train_forward";
 
@@ -127,7 +131,7 @@ public:
         if (mode == "backward" || mode == "train") backward_in(c, to, 0, precision);
         if (mode == "optimizer" || mode == "train") optimizer_step(c, to);
         hidden_.pop_back();
-        combinations_.push_back({d, ratio, composition, true});
+        combinations_.push_back({d, ratio, composition, Combine::product});
     }
 
     // Runs the queued predictions, one batch per (kind, mode), then makes the combinations, the latest first (a
@@ -172,12 +176,13 @@ public:
         for (auto c = combinations_.rbegin(); c != combinations_.rend(); ++c) {
             const LayerTime& a = scratch_[c->first];
             const LayerTime& b = scratch_[c->second];
-            if (c->product) {
+            if (c->how == Combine::product) {
                 add(c->to, TimeBasis::predicted, a.forward_ms * b.forward_ms);
                 continue;
             }
-            const LayerTime& faster = a.forward_ms <= b.forward_ms ? a : b;
-            add(c->to, faster.forward_basis, faster.forward_ms);
+            const bool first = c->how == Combine::faster ? a.forward_ms <= b.forward_ms : a.forward_ms >= b.forward_ms;
+            const LayerTime& chosen = first ? a : b;
+            add(c->to, chosen.forward_basis, chosen.forward_ms);
         }
         combinations_.clear();
         scratch_.clear();
@@ -278,9 +283,15 @@ private:
     // predictor meets beyond its data in a parameter it has other kernels for runs those (unfitted).
     void leaf(const LayerConfig& c, const std::string& mode, Destination d, Precision precision) {
         if (mode == "forward" && unfitted(c)) {
-            for (const auto& k : c.kind().unfitted_kernels(c)) {
-                forward_in(configure(k), scaled(d, k.count), 1, precision);
-            }
+            if (is_host_cpu(gpu_)) return unfitted_kernels(c, d, precision);
+            // On a GPU, no faster than the layer's own tensors moving through DRAM (dram_floor_ms): the kernels
+            // it is timed as (a grouped convolution's block-diagonal implicit GEMM) count other bytes.
+            const std::size_t first = scratch_.size();
+            scratch_.resize(first + 2);
+            unfitted_kernels(c, {first, kForward, 1.0, TimeBasis::predicted, true}, precision);
+            add({first + 1, kForward, 1.0, TimeBasis::roofline, true}, TimeBasis::roofline,
+                dram_floor_ms(c, precision));
+            combinations_.push_back({d, first, first + 1, Combine::slower});
             return;
         }
         const LayerConfig kernel = narrowed(c, precision);
@@ -293,12 +304,24 @@ private:
                 scratch_.resize(first + 2);
                 tensor_core_work(works, {first, kForward, 1.0, TimeBasis::predicted, true}, factor, precision);
                 timed(kernel, mode, {first + 1, kForward, 1.0, TimeBasis::predicted, true});
-                combinations_.push_back({d, first, first + 1, false});
+                combinations_.push_back({d, first, first + 1, Combine::faster});
                 return;
             }
         }
         d.weight *= factor;
         timed(kernel, mode, d);
+    }
+
+    void unfitted_kernels(const LayerConfig& c, Destination d, Precision precision) {
+        for (const auto& k : c.kind().unfitted_kernels(c)) forward_in(configure(k), scaled(d, k.count), 1, precision);
+    }
+
+    // The least time a GPU kernel moving the forward bytes of `c`'s tensors in `precision` can take: the part no L2
+    // cache can hold read or written at the memory's peak bandwidth (the roofline's memory side, Williams et al.,
+    // 2009, with what the last-level cache may keep from the kernels before taken off).
+    double dram_floor_ms(const LayerConfig& c, Precision precision) const {
+        const double bytes = c.kind().cost(c, element_bytes(precision)).forward_bytes;
+        return roofline_ms(0.0, std::max(0.0, bytes - gpu_.l2_cache_mb * kBytesPerMiB), gpu_);
     }
 
     // Whether the bundle's predictor of `c`'s kind was fitted on a range of one of its unfitted_parameters that

@@ -619,11 +619,28 @@ TEST_F(EstimatorTest, AGroupedConvolutionBeyondTheFittedGroupsIsTimedAsTheGenera
     };
     manifest("[1, 1]");
     auto bundle = prenet::PredictorBundle::load(folder_.string());
-    const auto depthwise = prenet::estimate_layer_times(bundle, {conv(48)}, gpu_, "sgd")[0];
+    prenet::GpuSpec fast_memory = gpu_;
+    fast_memory.memory_bandwidth_gbs = 1e6;
+    const auto depthwise = prenet::estimate_layer_times(bundle, {conv(48)}, fast_memory, "sgd")[0];
     const double gemm_ms = 1e-9 * conv(48).kind().cost(conv(48), 4).forward_flops;  // 2 x 9 x outputs
     EXPECT_NEAR(depthwise.forward_ms, gemm_ms, 1e-12);
     EXPECT_EQ(depthwise.forward_basis, prenet::TimeBasis::kernels);
     EXPECT_NEAR(depthwise.backward_ms, 2 * gemm_ms, 1e-3 * gemm_ms);  // its gradients are grouped too
+    // That GEMM counts the im2col operand, not the layer's tensors: on a GPU the layer is never faster than its
+    // own bytes beyond the L2 cache at the memory's peak (here 100 GB/s, 1 MiB of L2), each gradient likewise
+    // (they move the same tensors); a host CPU has no such floor.
+    prenet::GpuSpec slow_memory = gpu_;
+    slow_memory.l2_cache_mb = 1;
+    const double bytes = conv(48).kind().cost(conv(48), 4).forward_bytes;
+    const double floor_ms = 1e3 * (bytes - 1024.0 * 1024.0) / 100e9;
+    ASSERT_GT(floor_ms, gemm_ms);
+    const auto floored = prenet::estimate_layer_times(bundle, {conv(48)}, slow_memory, "sgd")[0];
+    EXPECT_NEAR(floored.forward_ms, floor_ms, 1e-12);
+    EXPECT_EQ(floored.forward_basis, prenet::TimeBasis::roofline);
+    EXPECT_NEAR(floored.backward_ms, 2 * floor_ms, 1e-9);
+    prenet::GpuSpec host = slow_memory;
+    host.bus = "host";
+    EXPECT_NEAR(prenet::estimate_layer_times(bundle, {conv(48)}, host, "sgd")[0].forward_ms, gemm_ms, 1e-12);
     const auto dense = prenet::estimate_layer_times(bundle, {conv(1)}, gpu_, "sgd")[0];
     EXPECT_NEAR(dense.forward_ms, 5.0, 1e-9);
     EXPECT_EQ(dense.forward_basis, prenet::TimeBasis::predicted);

@@ -31,6 +31,9 @@ struct LayerTime {
 // (a predicted time of a kind whose FLOPs no algorithm undercuts, LayerKind::flops_bound_time, is never below
 // those FLOPs at the GPU's fp32 peak)
 //  forward    the bundle's (kind, "forward") predictor; else the kind's forward_kernels; else its roofline bound.
+//             A layer beyond its predictor's data in one of its kind's unfitted_parameters runs its
+//             unfitted_kernels, on a GPU never faster than its own forward bytes beyond the L2 cache at the
+//             memory's peak bandwidth (those kernels, a grouped convolution's implicit GEMM, count other bytes).
 //  step forward  the bundle's (kind, "train_forward") predictor (the forward timed inside training steps); else
 //             the forward.
 //  backward   the bundle's (kind, "backward") predictor; else the forward times of the kind's backward_kernels;

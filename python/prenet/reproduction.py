@@ -57,12 +57,15 @@ def run(settings):
     kinds = [k for k in settings.kinds if k in data]
     started = time.monotonic()
     records, chosen, sections = [], [], []
+    composed_families = [f for f in settings.families if f in training.TREE_FAMILIES]
+    compositions = {}  # kind -> (the rows fit_all fitted it on, their compositions): one per kind, for every mode
     for kind, mode, results, best in fit.fit_all(data, kinds, settings.modes, settings.families, settings.sets,
                                                  settings.modes, settings.mlp_epochs, settings.trees,
                                                  settings.max_rows):
-        composed_families = [f for f in settings.families if f in training.TREE_FAMILIES]
-        frame = fit.subsample(data[kind], settings.max_rows)  # the rows fit_all fitted on
-        composed = composed_families and packaged_compositions(settings.data, kind, frame)
+        if composed_families and kind not in compositions:
+            frame = fit.subsample(data[kind], settings.max_rows)
+            compositions[kind] = frame, packaged_compositions(settings.data, kind, frame)
+        frame, composed = compositions.get(kind, (None, None))
         if composed:
             [(_, over_kernels, best)] = fit.fit_composed(kind, frame, composed, [fit.result_record(best)],
                                                          composed_families, settings.trees)

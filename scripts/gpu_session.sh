@@ -3,8 +3,9 @@
 # session lent a GPU, most telling first, each step cut to the time left: build prenet with its predictors and the
 # harness against the machine's torch; check that an error raised by the native core reaches Python as an error (it
 # crashed on the GPU images of 2026-11-24 and -26, until the core stopped using the C++ locale;
-# scripts/probe_native_errors.sh logs what tells the cause where it still does); the tests that run only where CUDA
-# is (tests/test_cuda_paths.py); the operators prenet costs for a GPU step against those the GPU dispatches
+# scripts/probe_native_errors.sh logs what tells the cause where it still does); the device time of each operator
+# in the H100 validation's steps under the profiler (bench/gpu_step_device_profile.py); the tests that run only where
+# CUDA is (tests/test_cuda_paths.py); the operators prenet costs for a GPU step against those the GPU dispatches
 # (bench/gpu_trace_vs_device.py); calibrate the GPU predictors to the GPU (prenet calibrate --gpu); the H100
 # validation traced under that torch; the rest of the test suite under it; where a host-bound step's host time goes,
 # phase by phase (bench/gpu_step_host_profile.py); bench/measure_gpu.py's whole-model cases not yet in
@@ -48,6 +49,10 @@ if ! build_and_install "$OUT_DIR/build.log"; then
 fi
 say "does an error of the native core reach Python? (scripts/probe_native_errors.sh)"
 PYTHON="$PYTHON" bash scripts/probe_native_errors.sh "$OUT_DIR"
+say "device time per operator in the H100 validation's steps (bench/gpu_step_device_profile.py)"
+limit="$(cap 240)"
+(cd bench && timeout "$limit" "$PYTHON" gpu_step_device_profile.py --measure --out "$OUT_DIR/device_profile.jsonl" \
+  --max-minutes "$(( limit / 60 - 1 ))" 2>&1 | grep -v Warning | tail -14)
 say "the tests that need CUDA (tests/test_cuda_paths.py)"
 timeout -s INT -k 10 "$(cap 90)" "$PYTHON" -m pytest -v --tb=short -p no:cacheprovider -rfE \
   tests/test_cuda_paths.py > "$OUT_DIR/pytest_cuda.log" 2>&1

@@ -81,11 +81,18 @@ def _phase(event):
     return "other"  # the loss, and prenet.measure's own work (the model's weights kept and put back)
 
 
+def _is_annotation(name):
+    """A range the profiler records on the GPU's timeline too (the optimizer's step, the forward's label): no kernel."""
+    return name.startswith(("Optimizer.", "ProfilerStep")) or name == FORWARD_MARK
+
+
 def step_profile(events, steps):
     """({(phase, op, shapes): [calls, device us]} per step, {kernel: [calls, device us]} per step) of a profile."""
     operators, kernels = defaultdict(lambda: [0.0, 0.0]), defaultdict(lambda: [0.0, 0.0])
     for event in events:
         if _is_device_event(event):
+            if _is_annotation(event.name):
+                continue
             kernels[event.name][0] += 1 / steps
             kernels[event.name][1] += _device_us(event) / steps
             continue
@@ -109,10 +116,11 @@ def measure_case(model_name, batch, optimizer, precision, device):
                            device=device, **inputs)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with profile(activities=activities, record_shapes=True) as profiler:
-        prenet.measure(_MarkedForward(model), batch=batch, dataset_size=2 * batch, optimizer=optimizer, precision=precision,
-                       device=device, **inputs)
+        prenet.measure(_MarkedForward(model), batch=batch, dataset_size=2 * batch, optimizer=optimizer,
+                       precision=precision, device=device, **inputs)
     events = profiler.events()
-    steps = sum(1 for event in events if event.name.startswith("Optimizer.step"))
+    # the optimizer's steps on the host (torch 2 records each annotation on the GPU's timeline too)
+    steps = sum(1 for event in events if event.name.startswith("Optimizer.step") and not _is_device_event(event))
     if not steps:
         raise RuntimeError("no Optimizer.step event in the profile: the steps cannot be counted")
     operators, kernels = step_profile(events, steps)

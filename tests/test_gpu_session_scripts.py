@@ -49,3 +49,43 @@ def test_a_slim_tree_for_a_device_call_leaves_the_cpu_data_behind_and_restores_t
     assert run("restore").returncode == 0
     assert subprocess.run(["git", "ls-files"], cwd=clone, capture_output=True, text=True).stdout.split() == tracked
     assert subprocess.run(["git", "status", "--porcelain"], cwd=clone, capture_output=True, text=True).stdout == ""
+
+
+class _Event:
+    """What bench/gpu_step_device_profile.py reads of a torch.profiler event."""
+
+    def __init__(self, name, parent=None, device=False, device_us=0.0, shapes=None):
+        self.name, self.cpu_parent, self.device_time_total = name, parent, device_us
+        self.device_type = "DeviceType.CUDA" if device else "DeviceType.CPU"
+        self.input_shapes = shapes or []
+
+
+def test_the_device_profile_attributes_kernels_to_top_level_operators_by_phase_and_counts_steps_on_the_host():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import device_profile_report
+        import gpu_step_device_profile as profile
+    finally:
+        sys.path.remove(str(BENCH))
+    step = _Event("Optimizer.step#SGD.step")
+    forward = _Event(profile.FORWARD_MARK)
+    backward = _Event("autograd::engine::evaluate_function: AddmmBackward0")
+    linear = _Event("aten::linear", forward, device_us=30.0, shapes=[[4, 8], [2, 8]])
+    events = [step, _Event("Optimizer.step#SGD.step", device=True, device_us=99.0),  # the GPU's copy of it
+              forward, _Event(profile.FORWARD_MARK, device=True, device_us=500.0), linear,
+              _Event("aten::addmm", linear, device_us=30.0),  # under linear: not counted again
+              _Event("aten::mm", backward, device_us=50.0), _Event("aten::_foreach_add_", step, device_us=4.0),
+              _Event("aten::copy_", device_us=7.0), _Event("gemm_kernel", device=True, device_us=30.0)]
+    steps = sum(1 for e in events if e.name.startswith("Optimizer.step") and not profile._is_device_event(e))
+    assert steps == 1
+    operators, kernels = profile.step_profile(events, steps)
+    assert set(kernels) == {"gemm_kernel"}  # annotation ranges on the GPU's timeline are no kernels
+    assert operators == {("forward", "linear", "[[4, 8], [2, 8]]"): [1.0, 30.0], ("backward", "mm", "[]"): [1.0, 50.0],
+                         ("update", "_foreach_add_", "[]"): [1.0, 4.0], ("other", "copy_", "[]"): [1.0, 7.0]}
+    line = {"operators": [{"phase": p, "op": o, "device_us": us} for (p, o, _), (_, us) in operators.items()]}
+    by_family = device_profile_report.measured_by_family(line)
+    # the loss and prenet.measure's copies share the "other" phase: the copies are left out
+    assert by_family == {("forward", "matrix products"): 0.03, ("backward", "matrix products"): 0.05,
+                         ("update", "optimizer"): 0.004}
+    assert device_profile_report.family("convolution_backward.default") == "convolutions"
+    assert device_profile_report.family("gelu.default") == "elementwise and other"

@@ -8,7 +8,7 @@ import torch
 import torch.nn as nn
 
 import prenet
-from prenet import op_costs, op_trace, reference_models
+from prenet import estimate, op_costs, op_trace, reference_models
 from prenet.op_trace import Op
 
 
@@ -369,3 +369,40 @@ def test_a_torch_type_or_its_name_is_the_precision_of_training_in_it_and_amp_is_
     for other in (torch.int8, torch.float64, "int8"):  # not a precision prenet predicts: refused, not renamed
         with pytest.raises(ValueError, match="unknown precision"):
             check_precision(other)
+
+
+def test_a_matrix_products_alignment_is_its_matrices_rows_and_starts_as_cublas_reads_them():
+    """cuBLAS's tensor-core kernels load 16 bytes at a time: the alignment of a product is the largest of 8, 4, 2
+    and 1 elements that divides each matrix's leading dimension and start."""
+    wide = torch.empty(50257, 768, device="meta")
+    assert op_trace.matrix_alignment([torch.empty(8192, 768, device="meta"), wide.t()]) == 8  # a transposed view
+    assert op_trace.matrix_alignment([torch.empty(8192, 50257, device="meta")]) == 1  # rows 50,257 elements apart
+    assert op_trace.matrix_alignment([torch.empty(3, 12, device="meta")]) == 4
+    assert op_trace.matrix_alignment([torch.empty(4, 64, device="meta")[:, 2:34]]) == 2  # starts 2 elements in
+    assert op_trace.matrix_alignment([torch.empty(64, device="meta"), None]) == 8  # no matrix: nothing to align
+    strided = torch.empty(6, 10, device="meta")[:, ::2]  # neither rows nor columns contiguous: aten copies it
+    assert op_trace.matrix_alignment([strided]) == 1
+
+
+def test_a_misaligned_product_on_tensor_cores_is_timed_between_its_tensor_core_and_cuda_core_times():
+    """GPT-2's output layer (a vocabulary of 50,257) runs in bf16 on kernels that load an element at a time: its
+    products are timed at the geometric mean of their tensor-core and CUDA-core times. In fp32 (CUDA cores) and for
+    an aligned twin nothing changes."""
+    def products(out_features, precision):
+        model = nn.Sequential(nn.Linear(768, 768), nn.Linear(768, out_features, bias=False))
+        ops = prenet.predict(model, batch=32, gpu="H100", input_shape=(256, 768), dataset_size=32,
+                             precision=precision).ops
+        return ops[(ops["op"] == "mm.default") & (ops["module"] == "1")]["ms"].to_numpy()
+
+    odd, even = products(50257, "bf16"), products(50256, "bf16")
+    cuda_cores = products(50257, "fp32_strict")
+    assert len(odd) == len(even) == 3  # the forward product, dX and dW, each with the 50,257-wide matrix
+    assert (even < odd).all() and (odd < cuda_cores).all()
+    # the aligned twin's tensor-core time is the misaligned one's but for a column in 50,257
+    assert odd == pytest.approx((even * cuda_cores) ** 0.5, rel=0.02)
+    assert products(50257, "fp32") == pytest.approx(products(50256, "fp32"), rel=0.01)  # CUDA cores either way
+    work = op_costs.Work("linear", {"batch": 1, "seq_len": 8192, "in_features": 768, "out_features": 50257,
+                                    "bias": 0}, alignment=1)
+    assert estimate._misaligned(work, "bf16") and estimate._misaligned(work, "tf32")
+    assert not estimate._misaligned(work, "fp32")
+    assert estimate._misaligned(op_costs.Work("bmm", {}, alignment=4), "tf32") is False  # 16 bytes of TF32

@@ -268,6 +268,19 @@ def _op_precision(work, precision):
     return precision if precision in ("fp32_strict", "tf32") else "fp32"
 
 
+# Bytes of an element of the types tensor cores multiply in, by the precision of an op's kernels.
+_TENSOR_CORE_ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "tf32": 4}
+
+
+def _misaligned(work, kernel_precision):
+    """Whether a matrix product on tensor cores has a matrix whose rows or start are not 16 bytes apart in memory
+    (Op.matrix_alignment; a vocabulary of 50,257 in bf16): cuBLAS's kernels for it load an element at a time
+    (GPT-2's output layer ran Turing-era align1 kernels at a tenth of the H100's bf16 rate,
+    bench/results/device_profile_h100.md)."""
+    element_bytes = _TENSOR_CORE_ELEMENT_BYTES.get(kernel_precision)
+    return element_bytes is not None and work.alignment * element_bytes < 16
+
+
 def _device_times(ops, native, catalog, device, optimizer, precision, gaps_ms, with_cuda_core=False):
     """Per op: (Work or None, device milliseconds, basis, its time on CUDA cores over that time); `gaps_ms`:
     {kind: the launch gap in the latencies learned for it}, taken off each kernel by its own kind (a composite
@@ -278,30 +291,34 @@ def _device_times(ops, native, catalog, device, optimizer, precision, gaps_ms, w
     cores is known only between that efficiency kept at the tensor-core rate (the estimate, prenet/precision.hpp; a
     convolution's from its implicit GEMM, prenet/layer_time.hpp) and its CUDA-core kernel (the same configuration
     in fp32_strict, predicted in the same native call): the ratio of the two, at least 1; 1 for an op not on
-    tensor cores, and for a convolution whose CUDA-core kernel the estimate already chose (the faster of the two)."""
+    tensor cores, and for a convolution whose CUDA-core kernel the estimate already chose (the faster of the two).
+    A matrix product on tensor cores with a misaligned matrix (_misaligned) runs kernels between the two, known to
+    neither: it is timed at the geometric mean of its tensor-core and CUDA-core times (the median of a log-uniform
+    spread between those bounds)."""
     works = [op_costs.work_of(op) for op in ops]
-    groups = {}  # (kind, precision) -> {configuration: indices of the ops that run it}
+    groups = {}  # (kind, precision, misaligned) -> {configuration: indices of the ops that run it}
     for index, work in enumerate(works):
         if work is not None:
-            group = groups.setdefault((work.kind, _op_precision(work, precision)), {})
+            kernel_precision = _op_precision(work, precision)
+            group = groups.setdefault((work.kind, kernel_precision, _misaligned(work, kernel_precision)), {})
             group.setdefault(tuple(work.config.items()), []).append(index)  # one rule builds a kind's keys in one order
-    for kernel_precision in sorted({p for _, p in groups} & set(MIXED_PRECISIONS)):
+    for kernel_precision in sorted({p for _, p, _ in groups} & set(MIXED_PRECISIONS)):
         try:  # a 2-byte type the device lacks is named here, not taken for a configuration out of range below
             check_precision(kernel_precision, device)
         except ValueError as error:
             raise type(error)(f"operators of the model run in {kernel_precision}: {error}") from None
     ms, basis, spread = [0.0] * len(ops), ["view"] * len(ops), [1.0] * len(ops)
-    for (kind, kernel_precision), by_config in groups.items():
+    for (kind, kernel_precision, misaligned), by_config in groups.items():
         configs = [works[indices[0]].config for indices in by_config.values()]
         try:
             times = native.estimate(kind, configs, catalog, device, optimizer, kernel_precision, gaps_ms,
-                                    with_cuda_core)
+                                    with_cuda_core or misaligned)
         except ValueError:  # a configuration outside its kind's range: cost its ops by their traffic
             times = []
             for config, indices in zip(configs, by_config.values()):
                 try:
                     times += native.estimate(kind, [config], catalog, device, optimizer, kernel_precision,
-                                             gaps_ms, with_cuda_core)
+                                             gaps_ms, with_cuda_core or misaligned)
                 except ValueError:
                     for i in indices:
                         works[i] = op_costs.traffic(op_costs.moved_bytes(ops[i]) / op_costs.FP32_BYTES)
@@ -314,7 +331,8 @@ def _device_times(ops, native, catalog, device, optimizer, precision, gaps_ms, w
                 continue
             for i in indices:
                 part = _timed_part(works[i], ops[i])
-                ms[i] = works[i].count * t[f"{part}_ms"]
+                ms[i] = works[i].count * (math.sqrt(t[f"{part}_ms"] * t[f"cuda_core_{part}_ms"]) if misaligned
+                                          else t[f"{part}_ms"])
                 basis[i] = works[i].how if works[i].how == "traffic" else t[f"{part}_basis"]
                 if with_cuda_core and works[i].how == "layer" and ms[i]:
                     spread[i] = max(1.0, works[i].count * t[f"cuda_core_{part}_ms"] / ms[i])

@@ -42,6 +42,7 @@ class Work:
     how: str = "layer"  # "layer": a layer kind's own predictor; "traffic": elements moved, as an add
     narrow: str = ""
     kernels: int = 1  # library calls the host issues for it, each paying its kind's launch gap
+    alignment: int = 8  # a matrix product's: the elements its matrices are aligned to (Op.matrix_alignment)
 
 
 def numel(shape):
@@ -129,17 +130,19 @@ def convolution_backward(op):
 
 def addmm(op):
     _, a, b = op.inputs[:3]
-    return Work("linear", {"batch": 1, "seq_len": a[0], "in_features": a[1], "out_features": b[1], "bias": 1})
+    return Work("linear", {"batch": 1, "seq_len": a[0], "in_features": a[1], "out_features": b[1], "bias": 1},
+                alignment=op.matrix_alignment)
 
 
 def mm(op):
     a, b = op.inputs[:2]
-    return Work("linear", {"batch": 1, "seq_len": a[0], "in_features": a[1], "out_features": b[1], "bias": 0})
+    return Work("linear", {"batch": 1, "seq_len": a[0], "in_features": a[1], "out_features": b[1], "bias": 0},
+                alignment=op.matrix_alignment)
 
 
 def bmm(op):
     a, b = op.inputs[-2:]  # baddbmm has the added tensor first
-    return Work("bmm", {"batch": a[0], "m": a[1], "k": a[2], "n": b[2]})
+    return Work("bmm", {"batch": a[0], "m": a[1], "k": a[2], "n": b[2]}, alignment=op.matrix_alignment)
 
 
 def _layer_norm(x, normalized, affine, part):

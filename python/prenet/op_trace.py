@@ -42,7 +42,9 @@ class Op:
     "cpu" for one the CPU (and the meta device) runs where a GPU does not, "cuda" for a kernel a GPU runs in their
     place (prenet.fused_recurrent, fused_dropout, fused_attention; batch norm's reserve, _mark_batch_norm_reserves);
     `autograd_records`: autograd records the call for a backward pass (gradients on and a tensor input that
-    requires one: not so in a frozen layer, which then runs as in inference)."""
+    requires one: not so in a frozen layer, which then runs as in inference); `matrix_alignment`: for a matrix
+    product, the elements (8, 4, 2 or 1) its matrices' rows and starts are aligned to in memory
+    (matrix_alignment()), 8 for any other op."""
     phase: str
     name: str
     inputs: list
@@ -56,6 +58,7 @@ class Op:
     module_input: tuple = None
     runs_on: str = ""
     autograd_records: bool = True
+    matrix_alignment: int = 8
 
 
 def device_op(phase, name, inputs, outputs, arguments, module, input_dtypes, output_dtypes, module_input=None,
@@ -66,6 +69,31 @@ def device_op(phase, name, inputs, outputs, arguments, module, input_dtypes, out
     return Op(phase, name, inputs, outputs, arguments, module, input_dtypes[0] if input_dtypes else "",
               input_dtypes, output_dtypes, False, module_input if phase == "forward" else None, runs_on,
               autograd_records)
+
+
+# The matrix products cuBLAS runs (aten's names): their matrices' alignment is recorded (Op.matrix_alignment).
+MATRIX_PRODUCTS = frozenset({"mm", "addmm", "bmm", "baddbmm"})
+# Elements of a 2-byte type in 16 bytes: the alignment cuBLAS's tensor-core kernels load operands at (cuBLAS
+# documentation, "Tensor Core Usage": pointers and leading dimensions multiples of 16 bytes).
+ALIGNED_ELEMENTS = 8
+
+
+def matrix_alignment(matrices):
+    """The elements (8, 4, 2 or 1) to which every matrix's leading dimension and start are aligned, as cuBLAS reads
+    it: the stride between its rows where they are contiguous, between its columns where those are (a transposed
+    view), its width where neither is (aten copies it first); tensors of fewer than two dimensions are passed over."""
+    alignment = ALIGNED_ELEMENTS
+    for matrix in matrices:
+        if not hasattr(matrix, "stride") or matrix.dim() < 2:  # a tensor of two dimensions or more
+            continue
+        rows, columns = matrix.shape[-2:]
+        row_stride, column_stride = matrix.stride()[-2:]
+        leading = (row_stride if column_stride == 1 or columns == 1 else
+                   column_stride if row_stride == 1 or rows == 1 else columns)
+        for value in (leading, matrix.storage_offset()):
+            while value % alignment:
+                alignment //= 2
+    return alignment
 
 
 class StepOps(list):
@@ -202,12 +230,13 @@ def _recorder(meta=False, direct=None):
             name = func.__name__
             found = self.operators[id(func)] = (meta_kernel(func) if meta else func, name, func is detach,
                                                 name.startswith("convolution"), TOKEN_INDICES.get(name),
-                                                meta and _makes_a_tensor(func))
+                                                meta and _makes_a_tensor(func),
+                                                name.split(".")[0] in MATRIX_PRODUCTS)
             return found
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            run, name, is_detach, is_convolution, indices, factory = (self.operators.get(id(func)) or
-                                                                       self._operator(func))
+            run, name, is_detach, is_convolution, indices, factory, is_product = (self.operators.get(id(func)) or
+                                                                                   self._operator(func))
             if factory and kwargs:
                 kwargs = _made_on_meta(kwargs)
             if indices is not None and args[indices].is_floating_point():
@@ -267,7 +296,8 @@ def _recorder(meta=False, direct=None):
             self.ops.append(Op(self.phase, name, shapes, output_shapes, arguments, module,
                                input_dtypes[0] if tensors else "", input_dtypes, output_dtypes, nhwc, module_input,
                                self.runs_on,  # the backward pass runs with gradients off: no walk there
-                               grad_enabled() and any(t.requires_grad for t in tensors)))
+                               grad_enabled() and any(t.requires_grad for t in tensors),
+                               matrix_alignment([*tensors[-2:], out]) if is_product else ALIGNED_ELEMENTS))
             return out
 
     return Recorder()

@@ -138,8 +138,8 @@ def measure_all(out, max_minutes, device, only):
     out = Path(out)
     done = set()
     if out.exists():
-        done = {case_key(**{k: json.loads(line)["case"][k] for k in ("model", "batch", "optimizer", "precision")})
-                for line in out.read_text().splitlines() if line.strip()}
+        cases = [json.loads(line)["case"] for line in out.read_text().splitlines() if line.strip()]
+        done = {case_key(c["model"], c["batch"], c["optimizer"], c["precision"]) for c in cases}
     started = time.monotonic()
     for case in CASES:
         key = case_key(*case)

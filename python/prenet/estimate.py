@@ -278,7 +278,7 @@ def _misaligned(work, kernel_precision):
     (GPT-2's output layer ran Turing-era align1 kernels at a tenth of the H100's bf16 rate,
     bench/results/device_profile_h100.md)."""
     element_bytes = _TENSOR_CORE_ELEMENT_BYTES.get(kernel_precision)
-    return element_bytes is not None and work.alignment * element_bytes < 16
+    return element_bytes is not None and work.alignment * element_bytes < op_trace.ALIGNED_BYTES
 
 
 def _device_times(ops, native, catalog, device, optimizer, precision, gaps_ms, with_cuda_core=False):
@@ -310,15 +310,15 @@ def _device_times(ops, native, catalog, device, optimizer, precision, gaps_ms, w
     ms, basis, spread = [0.0] * len(ops), ["view"] * len(ops), [1.0] * len(ops)
     for (kind, kernel_precision, misaligned), by_config in groups.items():
         configs = [works[indices[0]].config for indices in by_config.values()]
+        cuda_core = with_cuda_core or misaligned  # a misaligned product is timed between the two
         try:
-            times = native.estimate(kind, configs, catalog, device, optimizer, kernel_precision, gaps_ms,
-                                    with_cuda_core or misaligned)
+            times = native.estimate(kind, configs, catalog, device, optimizer, kernel_precision, gaps_ms, cuda_core)
         except ValueError:  # a configuration outside its kind's range: cost its ops by their traffic
             times = []
             for config, indices in zip(configs, by_config.values()):
                 try:
                     times += native.estimate(kind, [config], catalog, device, optimizer, kernel_precision,
-                                             gaps_ms, with_cuda_core or misaligned)
+                                             gaps_ms, cuda_core)
                 except ValueError:
                     for i in indices:
                         works[i] = op_costs.traffic(op_costs.moved_bytes(ops[i]) / op_costs.FP32_BYTES)

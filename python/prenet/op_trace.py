@@ -73,9 +73,10 @@ def device_op(phase, name, inputs, outputs, arguments, module, input_dtypes, out
 
 # The matrix products cuBLAS runs (aten's names): their matrices' alignment is recorded (Op.matrix_alignment).
 MATRIX_PRODUCTS = frozenset({"mm", "addmm", "bmm", "baddbmm"})
-# Elements of a 2-byte type in 16 bytes: the alignment cuBLAS's tensor-core kernels load operands at (cuBLAS
-# documentation, "Tensor Core Usage": pointers and leading dimensions multiples of 16 bytes).
-ALIGNED_ELEMENTS = 8
+# The alignment cuBLAS's tensor-core kernels load operands at (cuBLAS documentation, "Tensor Core Usage": pointers
+# and leading dimensions multiples of 16 bytes), and its elements in the narrowest type they multiply (2 bytes).
+ALIGNED_BYTES = 16
+ALIGNED_ELEMENTS = ALIGNED_BYTES // 2
 
 
 def matrix_alignment(matrices):

@@ -173,7 +173,31 @@ def load_cpu(folder=None):
     if not sorted(folders[0].glob("*.csv")):
         raise FileNotFoundError(f"no CPU layer data (<kind>.csv) in {folders[0]}; collect it with `prenet collect` "
                                 "or set PRENET_CPU_DATA")
-    return fastest_of_repeats(load_harness_rows(folders))
+    tables = fastest_of_repeats(load_harness_rows(folders))
+    labels = folders[0].with_name(f"{folders[0].name}_kernels") / "conv2d.csv"
+    if "conv2d" in tables and labels.is_file():
+        tables["conv2d"] = with_kernel_labels(tables["conv2d"], labels)
+    return tables
+
+
+def with_kernel_labels(frame, path):
+    """`frame` (conv2d rows) with a `kernel` column: each configuration's implementation as the label file at `path`
+    gives it (prenet.onednn_kernels: what PyTorch and oneDNN run on the measuring host's instruction set); `frame`
+    as it is, with a warning, where the file lacks some of its configurations (run `python -m prenet.onednn_kernels`
+    to label them)."""
+    import warnings
+
+    from .onednn_kernels import CONV_KEYS, load_labels
+
+    labels = load_labels(path)
+    keys = frame[list(CONV_KEYS)].astype("int64").itertuples(index=False, name=None)
+    kernels = [labels.get(key) for key in keys]
+    missing = sum(kernel is None for kernel in kernels)
+    if missing:
+        warnings.warn(f"{path} labels {len(kernels) - missing} of the {len(kernels)} convolutions; fitting without "
+                      "their kernels (`python -m prenet.onednn_kernels` labels the rest)", stacklevel=3)
+        return frame
+    return frame.assign(kernel=kernels)
 
 
 def collection_folders(data, device_folder):

@@ -7,7 +7,7 @@ For each kind and mode: every feature set (the paper's Baseline, +CO, +CO+CM, +C
 model family, fitted on 80% of the configurations; the predictor nearest issue 4's target on the validation part
 (training.best_on_validation: median and 90th percentile relative error together) is exported; the tables report
 the held-out test part. Modes outside --ablation-modes fit our feature set
-only (every family), which is all the bundle needs. Then each kind whose forward the kind table composes of other
+only (every family), and "kernel" where --sets names it, which is all the bundle needs. Then each kind whose forward the kind table composes of other
 kinds' kernels (attention, the recurrent layers, ...) is fitted, every mode, over that composition as the other
 kinds' chosen predictors give it ("composed": tree families on ours' inputs, training.OVER_KERNELS), and such a
 predictor replaces the one chosen before where it is nearer the target on validation (fit_composed). Each kind is
@@ -130,7 +130,8 @@ def fit_one_kind(kind, frame, modes, families, sets, ablation_modes, mlp_epochs=
         column = f"{mode}_ms"
         if column not in frame or not (frame[column].notna() & (frame[column] > 0)).any():
             continue  # the data set does not time this mode (or the kind has no parameters to update)
-        mode_sets = sets if mode in ablation_modes else ["ours"]
+        # the other modes: ours, and the kernel set where asked for (fitted only where the data records kernels)
+        mode_sets = sets if mode in ablation_modes else ["ours"] + [s for s in sets if s == "kernel"]
         results = training.fit_kind(kind, frame, mode=mode, families=families, sets=mode_sets,
                                     mlp_epochs=mlp_epochs, trees=trees)
         fitted.append((kind, mode, results, training.best_on_validation(results)))
@@ -327,7 +328,7 @@ def main(argv=None):
     parser.add_argument("--kinds", nargs="*", help="default: every kind in the data")
     parser.add_argument("--modes", nargs="*", default=list(training.MODES))
     parser.add_argument("--ablation-modes", nargs="*", default=["forward", "train"],
-                        help="modes that run every feature set (the others: ours only)")
+                        help="modes that run every feature set (the others: ours, and kernel if in --sets)")
     parser.add_argument("--families", nargs="*", default=list(training.FAMILIES))
     parser.add_argument("--sets", nargs="*", default=list(PAPER_AND_OURS),
                         choices=[s for s in SET_TITLES if s != "composed"],  # fitted after every kind, on its own

@@ -75,10 +75,11 @@ def feature_sets(kind, gpus, mode="forward", optimizers=()):
 
 
 # Kinds whose predictor may also learn which kernel the library runs (the "kernel" set: KernelChoiceModel), where
-# the data records each row's kernel: those where the choice explains the error. Knowing the kernel takes linear
-# layers' held-out error from 5.1% / 19.6% to 3.8% / 13.9% and barely moves conv2d's or bmm's
-# (bench/results/kernel_choice_ceiling.md).
-KERNEL_CHOICE_KINDS = ("linear",)
+# the data records each row's kernel: those where the choice explains the error. Knowing the kernel takes NeuSight's
+# linear layers' held-out error from 5.1% / 19.6% to 3.8% / 13.9% and barely moves conv2d's or bmm's there
+# (bench/results/kernel_choice_ceiling.md); on the CPU set a convolution's implementation (prenet.onednn_kernels)
+# takes conv2d's training step from 13.4% / 42.6% to 11.8% / 33.8% (bench/results/cpu_conv_kernels.md).
+KERNEL_CHOICE_KINDS = ("linear", "conv2d")
 # A kernel run by fewer training rows than this shares one class with the other rare ones.
 KERNEL_MIN_ROWS = 20
 RARE_KERNELS = "(rare)"

@@ -23,6 +23,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 # The keys of a convolution configuration, as the CPU set's conv2d rows hold them.
@@ -134,7 +135,8 @@ def main(argv=None):
     configs = sorted({tuple(int(v) for v in row) for row in frame[list(CONV_KEYS)].itertuples(index=False)})
     done = load_labels(out)
     todo = [dict(zip(CONV_KEYS, c)) for c in configs if c not in done]
-    columns = [*CONV_KEYS, "kernel", *environment(args.isa)]
+    made = environment(args.isa)
+    columns = [*CONV_KEYS, "kernel", *made]
     out.parent.mkdir(parents=True, exist_ok=True)
     fresh = not out.is_file()
     bar = progress_bar(len(configs), "labelling convolutions", unit="configuration", initial=len(configs) - len(todo))
@@ -142,7 +144,6 @@ def main(argv=None):
         writer = csv.DictWriter(handle, columns)
         if fresh:
             writer.writeheader()
-        made = environment(args.isa)
         for start in range(0, len(todo), CHUNK):
             chunk = todo[start:start + CHUNK]
             for config, label in zip(chunk, label_configurations(chunk, args.isa)):
@@ -151,11 +152,8 @@ def main(argv=None):
             bar.update(len(chunk))
     bar.close()
     labels = load_labels(out)
-    counts = {}
-    for label in labels.values():
-        counts[label] = counts.get(label, 0) + 1
     print(f"{len(labels)} configurations labelled in {out}:")
-    for label, count in sorted(counts.items(), key=lambda item: -item[1]):
+    for label, count in Counter(labels.values()).most_common():
         print(f"  {count:5d}  {label}")
 
 

@@ -6,8 +6,8 @@
 For each kind and mode: every feature set (the paper's Baseline, +CO, +CO+CM, +CO+CM+CT, and ours) with every
 model family, fitted on 80% of the configurations; the predictor nearest issue 4's target on the validation part
 (training.best_on_validation: median and 90th percentile relative error together) is exported; the tables report
-the held-out test part. Modes outside --ablation-modes fit our feature set
-only (every family), and "kernel" where --sets names it, which is all the bundle needs. Then each kind whose forward the kind table composes of other
+the held-out test part. Modes outside --ablation-modes fit our feature set only (every family), and "kernel" where
+--sets names it, which is all the bundle needs. Then each kind whose forward the kind table composes of other
 kinds' kernels (attention, the recurrent layers, ...) is fitted, every mode, over that composition as the other
 kinds' chosen predictors give it ("composed": tree families on ours' inputs, training.OVER_KERNELS), and such a
 predictor replaces the one chosen before where it is nearer the target on validation (fit_composed). Each kind is
@@ -131,7 +131,7 @@ def fit_one_kind(kind, frame, modes, families, sets, ablation_modes, mlp_epochs=
         if column not in frame or not (frame[column].notna() & (frame[column] > 0)).any():
             continue  # the data set does not time this mode (or the kind has no parameters to update)
         # the other modes: ours, and the kernel set where asked for (fitted only where the data records kernels)
-        mode_sets = sets if mode in ablation_modes else ["ours"] + [s for s in sets if s == "kernel"]
+        mode_sets = sets if mode in ablation_modes else ["ours"] + (["kernel"] if "kernel" in sets else [])
         results = training.fit_kind(kind, frame, mode=mode, families=families, sets=mode_sets,
                                     mlp_epochs=mlp_epochs, trees=trees)
         fitted.append((kind, mode, results, training.best_on_validation(results)))

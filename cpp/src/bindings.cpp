@@ -58,6 +58,7 @@ py::dict kind_to_dict(const prenet::LayerKind& kind) {
     d["derived_features"] = kind.derived_names;
     d["features"] = prenet::feature_names(kind);
     d["gemm_features"] = prenet::gemm_feature_names(kind);
+    d["simd_features"] = prenet::simd_feature_names(kind);
     d["row_parameters"] = kind.row_parameters ? py::make_tuple(kind.row_parameters->first, kind.row_parameters->second)
                                               : py::object(py::none());
     d["gpu_bias_kernels"] = static_cast<bool>(kind.gpu_bias_kernels);

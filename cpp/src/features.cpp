@@ -49,6 +49,11 @@ std::vector<std::string> gemm_feature_names(const LayerKind& kind) {
     return names;
 }
 
+std::vector<std::string> simd_feature_names(const LayerKind& kind) {
+    if (!kind.vectorised_axis) return {};
+    return {"simd_vectors", "simd_tail"};
+}
+
 // Roofline bound (Williams et al., 2009): the slower of compute at peak rate and traffic at peak bandwidth, in ms.
 double roofline_ms(double flops, double bytes, double tflops, double bandwidth_gbs) {
     return 1e3 * std::max(flops / (tflops * 1e12), bytes / (bandwidth_gbs * 1e9));
@@ -65,6 +70,8 @@ std::vector<std::string> feature_names(const LayerKind& kind) {
     names.insert(names.end(), kCommonFeatures.begin(), kCommonFeatures.end());
     const auto gemm = gemm_feature_names(kind);
     names.insert(names.end(), gemm.begin(), gemm.end());
+    const auto simd = simd_feature_names(kind);
+    names.insert(names.end(), simd.begin(), simd.end());
     return names;
 }
 
@@ -94,6 +101,11 @@ std::vector<double> layer_feature_values(const LayerConfig& config, const GpuSpe
     if (kind.gemm_shape) {
         const auto gemm = gemm_feature_values(kind.gemm_shape(config), gpu);
         values.insert(values.end(), gemm.begin(), gemm.end());
+    }
+    if (kind.vectorised_axis) {
+        const std::int64_t axis = config[*kind.vectorised_axis];
+        values.push_back(static_cast<double>((axis + kSimdFloatLanes - 1) / kSimdFloatLanes));  // ceil(n / 8)
+        values.push_back(static_cast<double>(axis % kSimdFloatLanes));
     }
     return values;
 }

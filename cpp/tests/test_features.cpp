@@ -280,6 +280,21 @@ TEST(Features, LinearTilesInCublasOrientation) {
     EXPECT_TRUE(prenet::gemm_feature_names(find_layer_kind("conv2d")).empty());
 }
 
+TEST(Features, SimdVectorsAndTailOfTheReducedAxis) {
+    // LayerNorm over 300 features: 37 full vectors of 8 floats (296) and a tail of 4; 38 vectors in all.
+    const auto f = prenet::layer_features(
+        find_layer_kind("layer_norm").configure({{"batch", 2}, {"normalized_shape", 300}}), test_gpu());
+    EXPECT_DOUBLE_EQ(feature(f, "simd_vectors"), 38);
+    EXPECT_DOUBLE_EQ(feature(f, "simd_tail"), 4);
+    // Softmax over 64 features: 8 full vectors, no tail.
+    const auto g = prenet::layer_features(
+        find_layer_kind("softmax").configure({{"batch", 2}, {"features", 64}}), test_gpu());
+    EXPECT_DOUBLE_EQ(feature(g, "simd_vectors"), 8);
+    EXPECT_DOUBLE_EQ(feature(g, "simd_tail"), 0);
+    // Elementwise kinds treat their tensor as flat: no such features.
+    EXPECT_TRUE(prenet::simd_feature_names(find_layer_kind("relu")).empty());
+}
+
 TEST(Features, NamesMatchValuesForEveryKind) {
     const std::map<std::string, std::map<std::string, std::int64_t>> samples = {
         {"linear", {{"batch", 1}, {"in_features", 1}, {"out_features", 1}}},

@@ -46,6 +46,10 @@ def render_layer_kinds_markdown():
                       + ", ".join(f"`{name}`" for name in kind["gemm_features"]) + ": the product's m, n and k in "
                       "cuBLAS's column-major terms, and per FP32 tile shape the waves of thread blocks over the "
                       "GPU's SMs and the share of those waves' slots that work.", ""]
+        if kind["simd_features"]:
+            lines += ["SIMD features (a row reduction along its last axis; `cpp/src/features.cpp`): "
+                      + ", ".join(f"`{name}`" for name in kind["simd_features"]) + ": that axis's full vectors of "
+                      "8 floats (ATen's AVX2 vectors) and the elements after them, which take a partial vector.", ""]
         if kind["row_parameters"]:
             first, second = kind["row_parameters"]
             lines += [f"Its work depends on `{first}` x `{second}` alone: a predictor bundle sees that product "

@@ -55,7 +55,9 @@ def feature_sets(kind, gpus, mode="forward", optimizers=()):
     """Input names of each feature set for `kind` and `mode`: the paper's ablation (Baseline, +CO, +CO+CM,
     +CO+CM+CT), ours (adds exact FLOPs, bytes and roofline bounds of the mode, and the peak rate), efficiency
     (ours without the GPU's figures) and blend (reads ours' inputs: the mean of a forest on ours and one on
-    efficiency, prenet.blended_forests). Modes that run an optimizer get one indicator per optimizer in every set."""
+    efficiency, prenet.blended_forests). Ours also has a row reduction's SIMD features (its last axis in full
+    vectors and their tail, prenet/features.hpp; bench/simd_tail.py). Modes that run an optimizer get one indicator
+    per optimizer in every set."""
     spec = _kind_spec(kind)
     layer = [p["name"] for p in spec["parameters"]] + spec["derived_features"]
     indicators = [f"optimizer={o}" for o in sorted(optimizers)] if mode in ("optimizer", "train") else []
@@ -63,7 +65,7 @@ def feature_sets(kind, gpus, mode="forward", optimizers=()):
     co = baseline + ["co"]
     cocm = co + ["mem_weights", "mem_input", "mem_output"]
     cocmct = cocm + ["ct_ms"]
-    ours = layer + ["co", "mem_weights", "mem_input", "mem_output"] + MODE_COUNTS[mode] + [
+    ours = layer + spec["simd_features"] + ["co", "mem_weights", "mem_input", "mem_output"] + MODE_COUNTS[mode] + [
         "gpu_fp32_tflops", "gpu_memory_bandwidth_gbs", "gpu_sm_count", "gpu_l2_cache_mb",
         "gpu_boost_clock_mhz"] + indicators
     # "efficiency": ours without any GPU column: the device enters through its roofline bound only, which is what
@@ -405,7 +407,7 @@ def scores(measured_ms, predicted_ms):
 
 
 def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epochs=300, seed=0, trees=None,
-             split=None, composed=None):
+             split=None, composed=None, without=()):
     """Fits every (feature set, family) to the `<mode>_ms` column on the training part; returns a list of result
     dicts with validation and test scores and the fitted models. Rows without a time for the mode (an optimizer
     step of a kind without parameters) are left out. Kinds of KERNEL_CHOICE_KINDS whose frame has a `kernel`
@@ -415,7 +417,8 @@ def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epoc
     where the mode has one): its part} in place of the one drawn here, so that predictors fitted on different data
     sets of the same configurations share one (a row whose configuration it lacks is in no part). `composed`: {mode:
     each row's time composed of the kind's kernels} (compositions, rows as `frame`'s), which adds the "composed"
-    set: ours' inputs over that composition (OVER_KERNELS), tree families only."""
+    set: ours' inputs over that composition (OVER_KERNELS), tree families only. `without`: feature names left out
+    of every set (an ablation of them, bench/simd_tail.py)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     ms_column = f"{mode}_ms"
@@ -441,6 +444,7 @@ def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epoc
     for set_name, names in candidates.items():
         if sets and set_name not in sets:
             continue
+        names = [name for name in names if name not in without]
         target = target_for(set_name, mode)
         x = model_inputs(kind, frame, names, optimizer_column)
         y = target_values(kind, frame, target, ms_column, composed_ms)

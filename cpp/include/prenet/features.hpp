@@ -37,6 +37,15 @@ double roofline_ms(double flops, double bytes, double tflops, double bandwidth_g
 // time turn on. Their names, empty for a kind without a gemm_shape.
 std::vector<std::string> gemm_feature_names(const LayerKind& kind);
 
+// ATen's Vectorized<float> under its AVX2 kernels, those PyTorch 1.13 runs on the CPU hosts measured here
+// (torch.__config__.show(): "CPU capability usage: AVX2"): 8 fp32 lanes; a row's last n mod 8 elements take a
+// partial vector (GPUs' vectorised loads of 4 floats divide it).
+inline constexpr int kSimdFloatLanes = 8;
+
+// A kind with a vectorised_axis also has SIMD features: that axis's full vectors of kSimdFloatLanes elements and its
+// tail (the elements after them), which set a row reduction's time beyond its bytes. Their names, empty otherwise.
+std::vector<std::string> simd_feature_names(const LayerKind& kind);
+
 // Names of the features of `kind`, in the order layer_features returns them.
 std::vector<std::string> feature_names(const LayerKind& kind);
 

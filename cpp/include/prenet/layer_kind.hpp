@@ -82,6 +82,10 @@ public:
     // they divide into samples and tokens): a predictor sees them re-split within the ranges it was fitted on
     // (prenet/fitted_range.hpp). Absent: every parameter counts on its own.
     std::optional<std::pair<std::string, std::string>> row_parameters;
+    // The parameter that is the contiguous last axis its kernels reduce along in SIMD vectors (softmax's features,
+    // layer norm's normalized_shape): its full vectors and its tail are features (prenet/features.hpp). Absent:
+    // none.
+    std::optional<std::string> vectorised_axis;
     // Whether its kernels stream rows that do not depend on one another (elementwise operators, softmax, layer
     // norm), with a "batch" parameter: fewer rows are no more work, so on a GPU a kernel smaller than one wave of
     // the device's resident threads is timed at most as the same kernel filling that wave (prenet/layer_time.hpp).

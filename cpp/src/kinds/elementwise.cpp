@@ -83,6 +83,7 @@ LayerKind make_pointwise(Pointwise op) {
     kind.streaming_rows = true;
     // Elementwise, the element count alone sets the work (softmax reduces over its features, which stay as given).
     if (op != Pointwise::softmax) kind.row_parameters = std::pair<std::string, std::string>{"batch", "features"};
+    if (op == Pointwise::softmax) kind.vectorised_axis = "features";  // its row reductions run in SIMD vectors
     if (op == Pointwise::relu || op == Pointwise::tanh || op == Pointwise::sigmoid || op == Pointwise::softmax) {
         // The gradient comes from the sign of x or from y without a transcendental (tanh: 1 - y^2, sigmoid:
         // y (1 - y), softmax: y (dY - sum(dY y))): read two tensors, write one, as an add does.

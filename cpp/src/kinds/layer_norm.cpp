@@ -54,6 +54,7 @@ LayerKind make_layer_norm() {
     };
     kind.row_parameters = std::pair<std::string, std::string>{"batch", "seq_len"};
     kind.streaming_rows = true;
+    kind.vectorised_axis = "normalized_shape";
     kind.cost = layer_norm_cost;
     return kind;
 }

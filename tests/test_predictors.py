@@ -54,6 +54,21 @@ def test_a_given_split_is_used_as_given(layer_norm_rows):
                           split={key: "train" for key in strings})
 
 
+def test_row_reductions_have_simd_features_in_ours_only(layer_norm_rows):
+    """Layer norm's and softmax's ours set reads their reduced axis's SIMD vectors and tail, the paper's sets and the
+    elementwise kinds do not; fit_kind's `without` leaves named features out of every set (an ablation)."""
+    simd = ["simd_vectors", "simd_tail"]
+    for kind in ("layer_norm", "softmax"):
+        sets = training.feature_sets(kind, ["V100"], "train", ["sgd"])
+        assert set(simd) <= set(sets["ours"]) and not set(simd) & set(sets["cocmct"]), kind
+    assert not set(simd) & set(training.feature_sets("relu", ["V100"])["ours"])
+    x = training.model_inputs("layer_norm", layer_norm_rows.head(3), simd)
+    n = layer_norm_rows["normalized_shape"].head(3).to_numpy()
+    np.testing.assert_array_equal(x, np.c_[np.ceil(n / 8), n % 8])
+    result, = training.fit_kind("layer_norm", layer_norm_rows, families=["linear"], sets=["ours"], without=simd)
+    assert not set(simd) & set(result["features"]) and "normalized_shape" in result["features"]
+
+
 @pytest.mark.parametrize("family", training.FAMILIES)
 def test_native_predictions_agree_with_python(family, layer_norm_rows, tmp_path):
     results = training.fit_kind("layer_norm", layer_norm_rows, families=[family], sets=["ours"], mlp_epochs=2,

@@ -26,7 +26,8 @@ def cell(scores):
 
 
 def rows_for(data_name, kind, frame, modes):
-    """Table rows of one kind: per mode it has times for and family, validation and test errors without and with the features."""
+    """Table rows of one kind: per mode it has times for and family, validation and test errors without and with
+    the features."""
     rows = []
     for mode in [m for m in modes if f"{m}_ms" in frame and (frame[f"{m}_ms"] > 0).any()]:
         fitted = {}

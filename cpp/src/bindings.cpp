@@ -82,6 +82,13 @@ PYBIND11_MODULE(_core, m) {
              },
              py::arg("a"), py::arg("b"),
              "Root-mean-square log ratio of the two GPUs' distance_specs (0: alike; 0.69: each off by a factor 2)")
+        .def("nearest",
+             [](const prenet::GpuCatalog& c, const std::string& name, const std::vector<std::string>& candidates) {
+                 const auto index = c.nearest(c.find(name), candidates);
+                 return index ? py::object(py::str(candidates[*index])) : py::object(py::none());
+             },
+             py::arg("name"), py::arg("candidates"),
+             "Which of the candidates is nearest the GPU by spec_distance (the first of equals); None if none")
         .def("rows", [](const prenet::GpuCatalog& c) {
             py::list rows;
             for (const auto& g : c.gpus()) rows.append(gpu_to_dict(g));

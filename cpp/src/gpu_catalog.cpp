@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <stdexcept>
@@ -173,6 +174,18 @@ std::vector<std::string> GpuCatalog::closest(std::string_view name, std::size_t 
     std::vector<std::string> names;
     for (std::size_t i = 0; i < std::min(count, order.size()); ++i) names.push_back(gpus_[order[i]].name);
     return names;
+}
+
+std::optional<std::size_t> GpuCatalog::nearest(const GpuSpec& gpu, const std::vector<std::string>& candidates) const {
+    std::optional<std::size_t> best;
+    double best_distance = std::numeric_limits<double>::infinity();
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+        if (const double distance = spec_distance(gpu, find(candidates[i])); !best || distance < best_distance) {
+            best = i;
+            best_distance = distance;
+        }
+    }
+    return best;
 }
 
 double spec_distance(const GpuSpec& a, const GpuSpec& b) {

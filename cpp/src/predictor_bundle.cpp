@@ -5,7 +5,6 @@
 #include <cmath>
 #include <exception>
 #include <functional>
-#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <system_error>
@@ -255,22 +254,19 @@ double PredictorBundle::implicit_gemm_overhead(const GpuSpec& gpu, const GpuCata
     if (const auto own = implicit_gemm_overhead_.find(gpu.name); own != implicit_gemm_overhead_.end()) {
         return own->second;
     }
-    double nearest = std::numeric_limits<double>::infinity();
-    double overhead = 1.0;
+    std::vector<std::string> fitted;
+    std::vector<double> overheads;
     for (const auto& [name, ratio] : implicit_gemm_overhead_) {
-        const GpuSpec* fitted = nullptr;
-        try {
-            fitted = &catalog.find(name);
-        } catch (const std::invalid_argument& e) {
-            throw std::invalid_argument("the bundle's implicit_gemm_overhead names a GPU the catalog lacks: " +
-                                        std::string(e.what()));
-        }
-        if (const double distance = spec_distance(gpu, *fitted); distance < nearest) {
-            nearest = distance;
-            overhead = ratio;
-        }
+        fitted.push_back(name);
+        overheads.push_back(ratio);
     }
-    return overhead;
+    try {
+        const auto nearest = catalog.nearest(gpu, fitted);
+        return nearest ? overheads[*nearest] : 1.0;
+    } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument("the bundle's implicit_gemm_overhead names a GPU the catalog lacks: " +
+                                    std::string(e.what()));
+    }
 }
 
 const Predictor* PredictorBundle::find(const std::string& kind, const std::string& mode) const {

@@ -3,8 +3,10 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "prenet/gpu_catalog.hpp"
 
@@ -94,6 +96,17 @@ TEST(GpuCatalog, SpecDistanceIsTheRootMeanSquareLogRatio) {
     EXPECT_NEAR(prenet::spec_distance(wider, v100), std::log(2.0), 1e-12);
     EXPECT_LT(prenet::spec_distance(catalog.find("H100"), catalog.find("A100 80GB PCIe")),
               prenet::spec_distance(catalog.find("H100"), catalog.find("T4")));
+}
+
+TEST(GpuCatalog, NearestIsTheCandidateLeastDistantInSpecifications) {
+    const auto catalog = prenet::GpuCatalog::load_csv(kCatalog);
+    const auto& h100 = catalog.find("H100");
+    const std::vector<std::string> fitted = {"T4", "A100 80GB PCIe", "V100"};
+    EXPECT_EQ(catalog.nearest(h100, fitted), std::optional<std::size_t>(1));
+    EXPECT_EQ(catalog.nearest(catalog.find("T4"), fitted), std::optional<std::size_t>(0));  // itself, distance 0
+    EXPECT_EQ(catalog.nearest(h100, {"V100 PCIe", "V100 PCIe"}), std::optional<std::size_t>(0));  // the first of equals
+    EXPECT_FALSE(catalog.nearest(h100, {}).has_value());
+    EXPECT_THROW(catalog.nearest(h100, {"T4", "no such gpu"}), std::invalid_argument);
 }
 
 TEST(GpuCatalog, CorruptFilesGiveClearErrors) {

@@ -33,13 +33,12 @@ def extrapolation(gpu, fitted):
     if not others:
         return {"nearest": None, "distance": math.inf, "outside": list(DISTANCE_SPECS)}
 
-    def distance(other):
-        return native_catalog().spec_distance(spec["name"], other["name"])
-
-    nearest = min(others, key=distance)
+    catalog = native_catalog()
+    nearest = find_gpu(catalog.nearest(spec["name"], [other["name"] for other in others]))
     outside = [k for k in DISTANCE_SPECS
                if spec[k] > max(o[k] for o in others) or spec[k] < min(o[k] for o in others)]
-    reach = {"nearest": nearest["name"], "distance": distance(nearest), "outside": outside}
+    reach = {"nearest": nearest["name"], "distance": catalog.spec_distance(spec["name"], nearest["name"]),
+             "outside": outside}
     if spec["vendor"] not in {o["vendor"] for o in others}:
         reach["other_vendor"] = spec["vendor"]
     return reach

@@ -42,6 +42,9 @@ public:
     const GpuSpec& find(std::string_view name) const;
     // The canonical names closest to `name`, nearest first.
     std::vector<std::string> closest(std::string_view name, std::size_t count) const;
+    // Which of `candidates` (names find accepts) is the device nearest `gpu` in specifications (spec_distance; the
+    // first of equals): its index, none where there are no candidates. Throws as find on a name it lacks.
+    std::optional<std::size_t> nearest(const GpuSpec& gpu, const std::vector<std::string>& candidates) const;
     const std::vector<GpuSpec>& gpus() const { return gpus_; }
 
 private:

@@ -30,16 +30,9 @@ def relative_errors(frame, rows, target, raw, ms_column, bounds):
 
 def fit_mode(frame, mode):
     """{way: (validation errors, test errors)}, the classifier's test accuracy and the test rows' labels."""
+    ours = training.OursInputs(KIND, frame, mode)
+    frame, part, target, x, y = ours.frame, ours.part, ours.target, ours.x, ours.y
     ms_column = f"{mode}_ms"
-    frame = frame[(frame[ms_column].notna() & (frame[ms_column] > 0)).to_numpy()].reset_index(drop=True)
-    optimizer_column = "optimizer" if mode in ("optimizer", "train") else None
-    split_columns = training.config_keys(KIND, frame) + ([optimizer_column] if optimizer_column else [])
-    part = training.split_by_configuration(frame, split_columns)
-    optimizers = frame[optimizer_column].unique() if optimizer_column else ()
-    names = training.feature_sets(KIND, frame["gpu"].unique(), mode, optimizers)["ours"]
-    target = training.target_for("ours", mode)
-    x = training.model_inputs(KIND, frame, names, optimizer_column)
-    y = training.target_values(KIND, frame, target, ms_column)
     kernels = frame["kernel"].to_numpy(str)
     train = part == "train"
     bounds = training.target_range(target, y[train])

@@ -70,21 +70,16 @@ def main(argv=None):
     data = load_neusight()
     lines, gpu_lines = [], []
     for kind in args.kinds:
-        frame = data[kind]
-        frame = frame[frame["forward_ms"] > 0].reset_index(drop=True)
+        ours = training.OursInputs(kind, data[kind])
+        frame, part, target, x, y = ours.frame, ours.part, ours.target, ours.x, ours.y
         names = frame["kernel"]
         counts = names.value_counts()
         exact = names.where(names.map(counts) >= MIN_ROWS, "(rare)")
-        part = training.split_by_configuration(frame, training.config_keys(kind, frame))
-        inputs = training.feature_sets(kind, frame["gpu"].unique())["ours"]
-        target = training.target_for("ours")
-        x = training.model_inputs(kind, frame, inputs)
-        y = training.target_values(kind, frame, target, "forward_ms")
         results = {label: fit_and_score(kind, frame, v, y, target, part) for label, v in {
             "our features (the ours set)": x,
             "+ the kernel's family": np.c_[x, one_hot(names.map(family))],
             "+ the kernel's exact name": np.c_[x, one_hot(exact)]}.items()}
-        x_kernel = training.model_inputs(kind, frame, training.kernel_set(kind, inputs))
+        x_kernel = ours.inputs(training.kernel_set(kind, ours.names))
         two_stage = fit_and_score(kind, frame, x_kernel, y, target, part, kernels=names.to_numpy(str))
         results[f"+ the kernel's name as predicted (test accuracy {two_stage[2]:.0%})"] = two_stage
         for label, (s, _, _) in results.items():

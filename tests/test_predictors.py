@@ -69,6 +69,20 @@ def test_row_reductions_have_simd_features_in_ours_only(layer_norm_rows):
     assert not set(simd) & set(result["features"]) and "normalized_shape" in result["features"]
 
 
+def test_ours_inputs_are_what_a_fit_of_ours_reads(layer_norm_rows):
+    """OursInputs (the studies' view of a fit): only rows timed in the mode, split as fit_kind splits them, ours'
+    inputs, and the target as the log of time over the mode's bound."""
+    rows = layer_norm_rows.assign(forward_ms=layer_norm_rows["forward_ms"].where(layer_norm_rows.index % 10 > 0))
+    ours = training.OursInputs("layer_norm", rows)
+    assert len(ours.frame) == rows["forward_ms"].notna().sum() and ours.frame["forward_ms"].notna().all()
+    assert ours.names == training.feature_sets("layer_norm", ours.frame["gpu"].unique())["ours"]
+    assert ours.x.shape == (len(ours.frame), len(ours.names)) and set(ours.part) == {"train", "validation", "test"}
+    bound = ours.inputs(["forward_kernel_bound_ms"])[:, 0]
+    np.testing.assert_allclose(ours.y, np.log(ours.ms / bound))
+    result, = training.fit_kind("layer_norm", rows, families=["linear"], sets=["ours"])
+    assert result["test"]["n"] == (ours.part == "test").sum()
+
+
 @pytest.mark.parametrize("family", training.FAMILIES)
 def test_native_predictions_agree_with_python(family, layer_norm_rows, tmp_path):
     results = training.fit_kind("layer_norm", layer_norm_rows, families=[family], sets=["ours"], mlp_epochs=2,

@@ -236,6 +236,31 @@ def split_by_configuration(frame, config_columns, seed=0):
     return keys.map(dict(zip(unique, part))).to_numpy()
 
 
+class OursInputs:
+    """What a fit of our feature set reads for `kind` in `mode`, for studies beside prenet.fit (bench/): the rows
+    of `frame` timed in the mode (`frame`, re-indexed), their part of the 80/10/10 split by configuration (`part`;
+    the optimizer too where the mode runs one), ours' input names and matrix (`names`, `x`), its target and the
+    target's values (`target`, `y`), and the measured times (`ms`)."""
+
+    def __init__(self, kind, frame, mode="forward", seed=0):
+        ms_column = f"{mode}_ms"
+        self.frame = frame[(frame[ms_column].notna() & (frame[ms_column] > 0)).to_numpy()].reset_index(drop=True)
+        optimizer_column = "optimizer" if mode in ("optimizer", "train") else None
+        self.part = split_by_configuration(
+            self.frame, config_keys(kind, self.frame) + ([optimizer_column] if optimizer_column else []), seed)
+        optimizers = self.frame[optimizer_column].unique() if optimizer_column else ()
+        self.names = feature_sets(kind, self.frame["gpu"].unique(), mode, optimizers)["ours"]
+        self.target = target_for("ours", mode)
+        self.x = model_inputs(kind, self.frame, self.names, optimizer_column)
+        self.y = target_values(kind, self.frame, self.target, ms_column)
+        self.ms = self.frame[ms_column].to_numpy(float)
+        self.kind, self.optimizer_column = kind, optimizer_column
+
+    def inputs(self, names):
+        """The input matrix of other `names` over the same rows."""
+        return model_inputs(self.kind, self.frame, names, self.optimizer_column)
+
+
 def standardisation(x):
     """Column means and scales; a column constant up to rounding (a device's figures when one device was
     measured: its std is ~1e-16, not 0) gets scale 1, so that rounding in an exported model cannot blow it up."""

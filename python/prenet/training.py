@@ -236,29 +236,39 @@ def split_by_configuration(frame, config_columns, seed=0):
     return keys.map(dict(zip(unique, part))).to_numpy()
 
 
-class OursInputs:
-    """What a fit of our feature set reads for `kind` in `mode`, for studies beside prenet.fit (bench/): the rows
-    of `frame` timed in the mode (`frame`, re-indexed), their part of the 80/10/10 split by configuration (`part`;
-    the optimizer too where the mode runs one), ours' input names and matrix (`names`, `x`), its target and the
-    target's values (`target`, `y`), and the measured times (`ms`)."""
+class ModeRows:
+    """The rows of `frame` a fit of `kind` in `mode` reads and how they split: `timed` (which rows of `frame` have
+    a positive `<mode>_ms`), `frame` (those rows, re-indexed), `optimizer_column` (None where the mode runs no
+    optimizer), `part` (each row's part of the 80/10/10 split by configuration, the optimizer too where there is
+    one: drawn with `seed`, or `split`'s as fit_kind takes it) and `sets` (feature_sets' names for them)."""
 
-    def __init__(self, kind, frame, mode="forward", seed=0):
+    def __init__(self, kind, frame, mode="forward", seed=0, split=None):
         ms_column = f"{mode}_ms"
-        self.frame = frame[(frame[ms_column].notna() & (frame[ms_column] > 0)).to_numpy()].reset_index(drop=True)
-        optimizer_column = "optimizer" if mode in ("optimizer", "train") else None
-        self.part = split_by_configuration(
-            self.frame, config_keys(kind, self.frame) + ([optimizer_column] if optimizer_column else []), seed)
-        optimizers = self.frame[optimizer_column].unique() if optimizer_column else ()
-        self.names = feature_sets(kind, self.frame["gpu"].unique(), mode, optimizers)["ours"]
-        self.target = target_for("ours", mode)
-        self.x = model_inputs(kind, self.frame, self.names, optimizer_column)
-        self.y = target_values(kind, self.frame, self.target, ms_column)
-        self.ms = self.frame[ms_column].to_numpy(float)
-        self.kind, self.optimizer_column = kind, optimizer_column
+        self.timed = (frame[ms_column].notna() & (frame[ms_column] > 0)).to_numpy()
+        self.frame = frame[self.timed].reset_index(drop=True)
+        self.optimizer_column = "optimizer" if mode in ("optimizer", "train") else None
+        split_columns = config_keys(kind, self.frame) + ([self.optimizer_column] if self.optimizer_column else [])
+        self.part = (split_by_configuration(self.frame, split_columns, seed) if split is None else
+                     configuration_strings(self.frame, split_columns).map(split).to_numpy())
+        optimizers = self.frame[self.optimizer_column].unique() if self.optimizer_column else ()
+        self.sets = feature_sets(kind, self.frame["gpu"].unique(), mode, optimizers)
+        self.kind, self.ms = kind, self.frame[ms_column].to_numpy(float)
 
     def inputs(self, names):
-        """The input matrix of other `names` over the same rows."""
+        """The input matrix of `names` over the rows."""
         return model_inputs(self.kind, self.frame, names, self.optimizer_column)
+
+
+class OursInputs(ModeRows):
+    """What a fit of our feature set reads for `kind` in `mode`, for studies beside prenet.fit (bench/): ModeRows,
+    and ours' input names and matrix (`names`, `x`), its target and the target's values (`target`, `y`)."""
+
+    def __init__(self, kind, frame, mode="forward", seed=0):
+        super().__init__(kind, frame, mode, seed)
+        self.names = self.sets["ours"]
+        self.target = target_for("ours", mode)
+        self.x = self.inputs(self.names)
+        self.y = target_values(kind, self.frame, self.target, f"{mode}_ms")
 
 
 def standardisation(x):
@@ -447,22 +457,17 @@ def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epoc
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     ms_column = f"{mode}_ms"
-    timed = (frame[ms_column].notna() & (frame[ms_column] > 0)).to_numpy()
-    frame = frame[timed].reset_index(drop=True)
-    optimizer_column = "optimizer" if mode in ("optimizer", "train") else None
-    split_columns = config_keys(kind, frame) + ([optimizer_column] if optimizer_column else [])
-    part = (split_by_configuration(frame, split_columns, seed) if split is None else
-            configuration_strings(frame, split_columns).map(split).to_numpy())
+    timed_rows = ModeRows(kind, frame, mode, seed, split)
+    frame, part = timed_rows.frame, timed_rows.part
     empty = [f"no {name} rows" for which, name in (("train", "training"), ("validation", "validation"),
                                                    ("test", "test")) if not (part == which).any()]
     if empty:
         raise ValueError(f"{kind} ({mode}): the split leaves {', '.join(empty)} among the {len(frame)} timed rows; "
                          "fitting needs all three parts")
-    optimizers = frame[optimizer_column].unique() if optimizer_column else ()
-    candidates = feature_sets(kind, frame["gpu"].unique(), mode, optimizers)
+    candidates = timed_rows.sets
     if kind in KERNEL_CHOICE_KINDS and "kernel" in frame:
         candidates["kernel"] = kernel_set(kind, candidates["ours"])
-    composed_ms = None if composed is None else np.asarray(composed[mode], dtype=float)[timed]
+    composed_ms = None if composed is None else np.asarray(composed[mode], dtype=float)[timed_rows.timed]
     if composed_ms is not None:
         candidates["composed"] = candidates["ours"]
     results = []
@@ -471,7 +476,7 @@ def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epoc
             continue
         names = [name for name in names if name not in without]
         target = target_for(set_name, mode)
-        x = model_inputs(kind, frame, names, optimizer_column)
+        x = timed_rows.inputs(names)
         y = target_values(kind, frame, target, ms_column, composed_ms)
         train = part == "train"
         for family in families:
@@ -490,7 +495,7 @@ def fit_kind(kind, frame, mode="forward", families=FAMILIES, sets=None, mlp_epoc
                 rows = part == which
                 predicted = to_ms(kind, frame[rows], target, clipped_targets(result, x[rows]),
                                   None if composed_ms is None else composed_ms[rows])
-                result[which] = scores(frame.loc[rows, ms_column].to_numpy(float), predicted)
+                result[which] = scores(timed_rows.ms[rows], predicted)
             results.append(result)
     return results
 

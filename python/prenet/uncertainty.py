@@ -34,11 +34,10 @@ def extrapolation(gpu, fitted):
         return {"nearest": None, "distance": math.inf, "outside": list(DISTANCE_SPECS)}
 
     catalog = native_catalog()
-    nearest = find_gpu(catalog.nearest(spec["name"], [other["name"] for other in others]))
+    nearest = catalog.nearest(spec["name"], [other["name"] for other in others])
     outside = [k for k in DISTANCE_SPECS
                if spec[k] > max(o[k] for o in others) or spec[k] < min(o[k] for o in others)]
-    reach = {"nearest": nearest["name"], "distance": catalog.spec_distance(spec["name"], nearest["name"]),
-             "outside": outside}
+    reach = {"nearest": nearest, "distance": catalog.spec_distance(spec["name"], nearest), "outside": outside}
     if spec["vendor"] not in {o["vendor"] for o in others}:
         reach["other_vendor"] = spec["vendor"]
     return reach

@@ -54,7 +54,8 @@ def test_cli_features_writes_every_column(run_prenet, tmp_path):
     (["features", "torchvision:resnet18", "--gpu", "H1000"], "unknown GPU 'H1000'"),
     (["features", "torchvision:resnet1000"], "torchvision has no model 'resnet1000'; closest: resnet101"),
     (["predict", "torchvision:get_model"], "torchvision has no model 'get_model'"),  # a helper, not a model
-    (["features", "resnet18"], "must look like 'torchvision:resnet50'"),
+    (["features", "resnt18"], "names no model of torchvision or prenet; a spec is a model's name there"),
+    (["features", "resnt18"], "closest: torchvision:resnet18"),
 ])
 def test_cli_errors_exit_2_with_a_message(run_prenet, args, message):
     result = run_prenet(*args)

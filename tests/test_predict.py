@@ -984,6 +984,20 @@ def test_command_line_models_come_from_a_file_or_a_module_beside_the_user(run_pr
     assert json.loads(done.stdout)["step_seconds"] > 0
 
 
+def test_a_model_may_be_named_without_its_source():
+    """"resnet18" is torchvision's, "gpt2" prenet's reference model, as with their sources spelt out."""
+    from prenet.models import build_model
+
+    model, inputs = build_model("resnet18")
+    named, named_inputs = build_model("torchvision:resnet18")
+    assert type(model) is type(named) and inputs == named_inputs == {"input_shape": (3, 224, 224)}
+    assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in named.parameters())
+    model, inputs = build_model("gpt2", (16,))
+    assert type(model) is type(build_model("prenet:gpt2")[0]) and inputs["example_input"]["input_ids"].shape == (1, 16)
+    with pytest.raises(ValueError, match="names no model of torchvision or prenet.*closest: prenet:gpt2"):
+        build_model("gtp2")
+
+
 TOKEN_MODEL_FILE = '''
 import torch
 import torch.nn as nn

@@ -297,9 +297,10 @@ NO_TRACE_PROGRESS = "no progress bar (on stderr) while the model is traced for r
 
 def _training_run_arguments(command):
     """The arguments `predict`, `measure` and `compare` share: what is trained, on what input, how."""
-    command.add_argument("model", help="torchvision:NAME, prenet:bert_base, prenet:gpt2, package.module:factory "
-                         "or path/to/file.py:factory (the factory returns a module, or a pair (module, example "
-                         "input) for a model that takes token ids or several inputs)")
+    command.add_argument("model", help="torchvision:NAME, prenet:bert_base, prenet:gpt2, such a model's name alone "
+                         "(resnet50, gpt2), package.module:factory or path/to/file.py:factory (the factory returns a "
+                         "module, or a pair (module, example input) for a model that takes token ids or several "
+                         "inputs)")
     command.add_argument("--batch", type=int, default=32)
     command.add_argument("--input-shape", type=_shape, help="input shape without the batch, e.g. 3,224,224 (the "
                          "sequence length for prenet:bert_base and prenet:gpt2)")
@@ -320,8 +321,8 @@ def parser():
     p = argparse.ArgumentParser(prog="prenet", description="Predict deep-learning training time on any GPU.")
     sub = p.add_subparsers(dest="command", required=True)
     f = sub.add_parser("features", help="feature table of a model's layers for one GPU")
-    f.add_argument("model", help="torchvision:NAME, package.module:factory or path/to/file.py:factory (a module, "
-                   "or a pair (module, example input))")
+    f.add_argument("model", help="torchvision:NAME (or NAME alone), package.module:factory or "
+                   "path/to/file.py:factory (a module, or a pair (module, example input))")
     f.add_argument("--gpu", default="V100", help="GPU name, alias or torch device name (default V100)")
     f.add_argument("--batch", type=int, default=32)
     f.add_argument("--input-shape", type=_shape, help="input shape without the batch, e.g. 3,224,224")

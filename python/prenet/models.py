@@ -1,7 +1,8 @@
 """Models named on the command line: "torchvision:resnet50", "prenet:bert_base" / "prenet:gpt2" (the
-plain-PyTorch reference models, fed token ids), "package.module:factory" (importable from the working directory,
-as `python -m` imports) or "path/to/file.py:factory", whose factory returns a module or a pair (module, example
-input); and training data, by the last two forms."""
+plain-PyTorch reference models, fed token ids), such a model's name alone ("resnet50", "gpt2"),
+"package.module:factory" (importable from the working directory, as `python -m` imports) or
+"path/to/file.py:factory", whose factory returns a module or a pair (module, example input); and training data, by
+the last two forms."""
 import contextlib
 import difflib
 import importlib
@@ -45,10 +46,7 @@ def _torchvision_classifiers(tvm):
 def build_model(spec, input_shape=None):
     """(model, keyword arguments of prenet.predict / measure that give its input) for a spec such as
     "torchvision:vgg16"; `input_shape` (without the batch) overrides the model's default input."""
-    if ":" not in spec:
-        raise ValueError(f"model spec '{spec}' must look like 'torchvision:resnet50', 'prenet:gpt2', "
-                         "'package.module:factory' or 'path/to/file.py:factory'")
-    source, name = spec.split(":", 1)
+    source, name = spec.split(":", 1) if ":" in spec else (_source_of(spec), spec)
     if source == "prenet":
         return _reference(name, input_shape)
     if source == "torchvision":
@@ -61,6 +59,23 @@ def build_model(spec, input_shape=None):
             raise ValueError(f"torchvision has no model '{name}'; {hint}available: {', '.join(known)}")
         return getattr(tvm, name)(weights=None), {"input_shape": input_shape or TORCHVISION_INPUT_SHAPE}
     return _user_model(_call_factory(source, name, spec), spec, input_shape)
+
+
+def _source_of(name):
+    """"prenet" or "torchvision" for a model spec without a source that names one of their models ("resnet50" as
+    "torchvision:resnet50"); ValueError naming the forms a spec takes, and the closest names, otherwise."""
+    import torchvision.models as tvm
+
+    sources = {"prenet": sorted(REFERENCE_MODELS), "torchvision": _torchvision_classifiers(tvm)}
+    for source, names in sources.items():
+        if name in names:
+            return source
+    spec_of = {n: f"{source}:{n}" for source, names in sources.items() for n in names}
+    closest = difflib.get_close_matches(name, list(spec_of), n=3, cutoff=0.5)
+    hint = f"; closest: {', '.join(spec_of[n] for n in closest)}" if closest else ""
+    raise ValueError(f"model spec '{name}' names no model of torchvision or prenet; a spec is a model's name there "
+                     "('resnet50', 'gpt2'), or looks like 'torchvision:resnet50', 'prenet:gpt2', "
+                     f"'package.module:factory' or 'path/to/file.py:factory'{hint}")
 
 
 def _user_model(made, spec, input_shape):

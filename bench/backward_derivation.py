@@ -67,12 +67,10 @@ def check_kind(kind, frame, bundle, trees, call_ms):
     keys = training.config_keys(kind, frame)
     rows = []
     for mode in ("backward", "optimizer"):
-        data = frame[frame[f"{mode}_ms"].notna() & (frame[f"{mode}_ms"] > 0)].reset_index(drop=True)
-        if data.empty:
+        if not (frame[f"{mode}_ms"] > 0).any():
             continue
-        optimizer_column = ["optimizer"] if mode == "optimizer" else []
-        part = training.split_by_configuration(data, keys + optimizer_column)
-        test = data[part == "test"].reset_index(drop=True)
+        timed = training.ModeRows(kind, frame, mode)
+        data, test = timed.frame, timed.frame[timed.part == "test"].reset_index(drop=True)
         measured = test[f"{mode}_ms"].to_numpy(float)
         composed = np.empty(len(test))
         for optimizer, index in test.groupby("optimizer").indices.items():

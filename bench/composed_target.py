@@ -58,20 +58,17 @@ def main(argv=None):
             continue
         composed = training.compositions(kind, data[kind], bundle_without(kind, PACKAGED_HOST_BUNDLE))
         for mode in args.modes:
-            ms_column = f"{mode}_ms"
-            timed = (data[kind][ms_column].notna() & (data[kind][ms_column] > 0)).to_numpy()
-            if timed.sum() < 100:
+            if (data[kind][f"{mode}_ms"] > 0).sum() < 100:
                 continue
+            rows_of = training.ModeRows(kind, data[kind], mode)
             fitted = {name: training.fit_kind(kind, data[kind], mode, families=training.TREE_FAMILIES,
                                               sets=(name,), composed=composed) for name in ("ours", "composed")}
             best_ours, best_over = (training.best_on_validation(fitted[name]) for name in ("ours", "composed"))
             best_any = min([best_ours, best_over], key=training.validation_rank)  # prenet.fit's rule
             chosen_ours.append((mode, best_ours["test"]))
             chosen_any.append((mode, best_any["test"]))
-            frame = data[kind][timed].reset_index(drop=True)
-            keys = training.config_keys(kind, frame) + (["optimizer"] if mode in ("optimizer", "train") else [])
-            tested = training.split_by_configuration(frame, keys) == "test"
-            alone = training.scores(frame.loc[tested, ms_column].to_numpy(float), composed[mode][timed][tested])
+            tested = rows_of.part == "test"
+            alone = training.scores(rows_of.ms[tested], composed[mode][rows_of.timed][tested])
             rows.append(f"| {kind} | {mode} | {tested.sum()} | {cell(alone)} | {best_ours['family']}: "
                         f"{cell(best_ours['validation'])}, {cell(best_ours['test'])} | {best_over['family']}: "
                         f"{cell(best_over['validation'])}, {cell(best_over['test'])} | "

@@ -29,17 +29,13 @@ SIZES = [0, 0.3, 1, 3, 10, np.inf]    # ms buckets of the configuration's time a
 
 
 def fitted(kind, frame, with_order):
-    """(model, inputs, target, split) of xgboost on our features, and the position where `with_order`
-    (prenet.measurement_order.position_model), fitted on the training part of the split."""
-    part = training.split_by_configuration(frame, training.config_keys(kind, frame))
+    """(model, inputs, target, split) of xgboost on our features (training.OursInputs), and the position where
+    `with_order` (prenet.measurement_order.position_model), fitted on the training part of the split."""
+    ours = training.OursInputs(kind, frame)  # with_position's rows all have a time: the same rows, in order
+    train = ours.part == "train"
     if with_order:
-        return (*position_model(kind, frame, part == "train"), part)
-    names = training.feature_sets(kind, frame["gpu"].unique())["ours"]
-    target = training.target_for("ours")
-    x = training.model_inputs(kind, frame, names)
-    y = training.target_values(kind, frame, target, "forward_ms")
-    model = training.make_model("xgboost").fit(x[part == "train"], y[part == "train"])
-    return model, x, target, part
+        return (*position_model(kind, frame, train), ours.part)
+    return training.make_model("xgboost").fit(ours.x[train], ours.y[train]), ours.x, ours.target, ours.part
 
 
 def test_scores(kind, frame, model, x, target, part):

@@ -24,12 +24,10 @@ def position_model(kind, frame, rows=None):
     (`frame` from with_position), fitted on `rows` (a boolean mask; default all)."""
     from . import training
 
-    names = training.feature_sets(kind, frame["gpu"].unique())["ours"]
-    target = training.target_for("ours")
-    x = np.c_[training.model_inputs(kind, frame, names), frame["position"].to_numpy(float)]
-    y = training.target_values(kind, frame, target, "forward_ms")
+    ours = training.OursInputs(kind, frame)  # with_position's rows all have a time: the same rows, in order
+    x = np.c_[ours.x, ours.frame["position"].to_numpy(float)]
     fit_rows = np.ones(len(frame), bool) if rows is None else np.asarray(rows)
-    return training.make_model("xgboost").fit(x[fit_rows], y[fit_rows]), x, target
+    return training.make_model("xgboost").fit(x[fit_rows], ours.y[fit_rows]), x, ours.target
 
 
 def predicted_at(kind, frame, fitted, position):

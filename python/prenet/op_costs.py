@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 
 from .fused_recurrent import CPU_OPERATORS, configuration
-from .op_trace import TENSOR
+from .op_trace import ALIGNED_ELEMENTS, TENSOR
 
 # Operators that only make views, allocate or read metadata: no kernel runs (the dispatcher is still paid on the host).
 VIEWS = {"view", "_reshape_alias", "_unsafe_view", "reshape", "t", "transpose", "permute", "expand", "unsqueeze",
@@ -42,7 +42,8 @@ class Work:
     how: str = "layer"  # "layer": a layer kind's own predictor; "traffic": elements moved, as an add
     narrow: str = ""
     kernels: int = 1  # library calls the host issues for it, each paying its kind's launch gap
-    alignment: int = 8  # a matrix product's: the elements its matrices are aligned to (Op.matrix_alignment)
+    # a matrix product's: the elements its matrices are aligned to (Op.matrix_alignment)
+    alignment: int = ALIGNED_ELEMENTS
 
 
 def numel(shape):

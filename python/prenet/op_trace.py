@@ -28,6 +28,14 @@ TRACE_BATCHES = (2, 3)
 REAL_TRACE_BAR_DELAY_S = 2.0
 
 
+# The matrix products cuBLAS runs (aten's names): their matrices' alignment is recorded (Op.matrix_alignment).
+MATRIX_PRODUCTS = frozenset({"mm", "addmm", "bmm", "baddbmm"})
+# The alignment cuBLAS's tensor-core kernels load operands at (cuBLAS documentation, "Tensor Core Usage": pointers
+# and leading dimensions multiples of 16 bytes), and its elements in the narrowest type they multiply (2 bytes).
+ALIGNED_BYTES = 16
+ALIGNED_ELEMENTS = ALIGNED_BYTES // 2
+
+
 @dataclass(slots=True)
 class Op:
     """One operator call: `name` as aten names its overload ("convolution.default"), `phase` (forward, backward),
@@ -44,7 +52,7 @@ class Op:
     `autograd_records`: autograd records the call for a backward pass (gradients on and a tensor input that
     requires one: not so in a frozen layer, which then runs as in inference); `matrix_alignment`: for a matrix
     product, the elements (8, 4, 2 or 1) its matrices' rows and starts are aligned to in memory
-    (matrix_alignment()), 8 for any other op."""
+    (matrix_alignment()), ALIGNED_ELEMENTS for any other op."""
     phase: str
     name: str
     inputs: list
@@ -58,7 +66,7 @@ class Op:
     module_input: tuple = None
     runs_on: str = ""
     autograd_records: bool = True
-    matrix_alignment: int = 8
+    matrix_alignment: int = ALIGNED_ELEMENTS
 
 
 def device_op(phase, name, inputs, outputs, arguments, module, input_dtypes, output_dtypes, module_input=None,
@@ -69,14 +77,6 @@ def device_op(phase, name, inputs, outputs, arguments, module, input_dtypes, out
     return Op(phase, name, inputs, outputs, arguments, module, input_dtypes[0] if input_dtypes else "",
               input_dtypes, output_dtypes, False, module_input if phase == "forward" else None, runs_on,
               autograd_records)
-
-
-# The matrix products cuBLAS runs (aten's names): their matrices' alignment is recorded (Op.matrix_alignment).
-MATRIX_PRODUCTS = frozenset({"mm", "addmm", "bmm", "baddbmm"})
-# The alignment cuBLAS's tensor-core kernels load operands at (cuBLAS documentation, "Tensor Core Usage": pointers
-# and leading dimensions multiples of 16 bytes), and its elements in the narrowest type they multiply (2 bytes).
-ALIGNED_BYTES = 16
-ALIGNED_ELEMENTS = ALIGNED_BYTES // 2
 
 
 def matrix_alignment(matrices):

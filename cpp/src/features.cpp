@@ -32,6 +32,9 @@ std::vector<double> gemm_feature_values(const GemmShape& g, const GpuSpec& gpu) 
         const double waves = blocks / sms;
         values.push_back(waves);
         values.push_back(blocks / (std::ceil(waves) * sms));  // the share of the waves' slots that work
+        // tile quantization (NVIDIA's "Matrix Multiplication Background User's Guide"): the share of the tiles'
+        // outputs that are the product's, the rest computed and thrown away at the edges
+        values.push_back(g.m * g.n / (std::ceil(g.m / tile_m) * tile_m * std::ceil(g.n / tile_n) * tile_n));
     }
     return values;
 }
@@ -45,6 +48,7 @@ std::vector<std::string> gemm_feature_names(const LayerKind& kind) {
         const std::string tile = "tiles_" + std::to_string(tile_m) + "x" + std::to_string(tile_n);
         names.push_back(tile + "_waves");
         names.push_back(tile + "_filled");
+        names.push_back(tile + "_useful");
     }
     return names;
 }

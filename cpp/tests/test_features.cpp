@@ -277,6 +277,10 @@ TEST(Features, LinearTilesInCublasOrientation) {
     EXPECT_DOUBLE_EQ(feature(f, "tiles_128x32_waves"), 3.2);
     EXPECT_DOUBLE_EQ(feature(f, "tiles_32x128_waves"), 3.2);
     EXPECT_DOUBLE_EQ(feature(f, "tiles_64x32_filled"), 64.0 / 70.0);  // 16 by 4 blocks in 7 waves
+    // tile quantization: 1000 x 128 outputs in 8 by 1 tiles of 128 x 128, and in 32 by 1 of 32 x 128
+    EXPECT_DOUBLE_EQ(feature(f, "tiles_128x128_useful"), 1000.0 / 1024.0);
+    EXPECT_DOUBLE_EQ(feature(f, "tiles_32x128_useful"), 1000.0 / 1024.0);
+    EXPECT_DOUBLE_EQ(feature(f, "tiles_64x64_useful"), 1000.0 / 1024.0);
     EXPECT_TRUE(prenet::gemm_feature_names(find_layer_kind("conv2d")).empty());
 }
 

@@ -45,7 +45,8 @@ def render_layer_kinds_markdown():
             lines += ["Tile features (one matrix product that cuBLAS tiles; `cpp/src/features.cpp`): "
                       + ", ".join(f"`{name}`" for name in kind["gemm_features"]) + ": the product's m, n and k in "
                       "cuBLAS's column-major terms, and per FP32 tile shape the waves of thread blocks over the "
-                      "GPU's SMs and the share of those waves' slots that work.", ""]
+                      "GPU's SMs, the share of those waves' slots that work, and the share of the tiles' outputs that "
+                      "are the product's (tile quantization).", ""]
         if kind["simd_features"]:
             lines += ["SIMD features (a row reduction along its last axis; `cpp/src/features.cpp`): "
                       + ", ".join(f"`{name}`" for name in kind["simd_features"]) + ": that axis's full vectors of "

@@ -11,10 +11,10 @@ convolution's kernel costs beyond the product there, each row's time taken as at
 measured, the medians were 11-28% higher). The median per GPU is recorded in the bundle's manifest
 ("implicit_gemm_overhead") and multiplies the implicit GEMM of a convolution on tensor cores: on a fitted GPU its
 own, on any other the nearest fitted GPU's (PredictorBundle::implicit_gemm_overhead; nearest in the catalog's
-specifications, as the estimate's "nearest fitted GPU"). The GPUs' medians lie far apart (0.63 on the P4 to 1.22-1.34
+specifications, as the estimate's "nearest fitted GPU"). The GPUs' medians lie far apart (0.63 on the P4 to 1.22-1.31
 on the A100), so one figure for all would serve none; each GPU left out in turn (`leave_one_out`,
 bench/conv_implicit_over_gemm.py), the nearest GPU's median came nearer its own than the others' median did for 4
-of the 5 GPUs in either bundle (the A100, the fastest, left out gets the V100's, 23-27% below its own).
+of the 5 GPUs in either bundle (the A100, the fastest, left out gets the V100's, 23-26% below its own).
 
 prenet.fit writes it into the manifest of a GPU bundle fitted on the NeuSight set as it writes the manifest;
 `python -m prenet.implicit_gemm --bundle FOLDER` records it in such a bundle fitted before.

@@ -90,8 +90,8 @@ RARE_KERNELS = "(rare)"
 def kernel_set(kind, ours):
     """The inputs of the "kernel" set from those of ours: the kind's tile features added (prenet/features.hpp; what
     cuBLAS's choice of kernel turns on), from which KernelChoiceModel predicts the kernel and then the time. On
-    NeuSight's linear layers they take the classifier's held-out accuracy from 82% to 86%
-    (bench/kernel_choice_ceiling.py)."""
+    NeuSight's linear layers they take the classifier's held-out accuracy from 82% to 89% (86% with waves alone,
+    before tile quantization; bench/kernel_choice_ceiling.py)."""
     return ours + _kind_spec(kind)["gemm_features"]
 
 
@@ -369,7 +369,7 @@ class KernelChoiceModel:
             raise ValueError(f"the rows ran {len(self.classes)} kernel (counting those run by {KERNEL_MIN_ROWS}+ rows"
                              "); choosing a kernel needs two or more")
         # 100 rounds of depth 6: on held-out linear layers as accurate as 300 of depth 8 (82% on ours), a fifth of
-        # the file; with the tile features 86%, against 87% for depth 8 (ad hoc)
+        # the file; with the tile features' waves 86%, against 87% for depth 8 (ad hoc); with tile quantization 89%
         self.classifier = xgboost.XGBClassifier(n_estimators=100, max_depth=6, learning_rate=0.3,
                                                 n_jobs=_TREE_THREADS, tree_method="hist", random_state=self.seed)
         self.classifier.fit(x, codes)

@@ -28,13 +28,14 @@ std::vector<double> gemm_feature_values(const GemmShape& g, const GpuSpec& gpu) 
     const double sms = static_cast<double>(gpu.sm_count);
     for (const auto& [tile_m, tile_n] : kSgemmTiles) {
         // thread blocks: one per output tile (tile quantization), run sms at a time (wave quantization)
-        const double blocks = g.count * std::ceil(g.m / tile_m) * std::ceil(g.n / tile_n);
+        const double tiles_m = std::ceil(g.m / tile_m), tiles_n = std::ceil(g.n / tile_n);
+        const double blocks = g.count * tiles_m * tiles_n;
         const double waves = blocks / sms;
         values.push_back(waves);
         values.push_back(blocks / (std::ceil(waves) * sms));  // the share of the waves' slots that work
         // tile quantization (NVIDIA's "Matrix Multiplication Background User's Guide"): the share of the tiles'
         // outputs that are the product's, the rest computed and thrown away at the edges
-        values.push_back(g.m * g.n / (std::ceil(g.m / tile_m) * tile_m * std::ceil(g.n / tile_n) * tile_n));
+        values.push_back(g.m * g.n / (tiles_m * tile_m * tiles_n * tile_n));
     }
     return values;
 }

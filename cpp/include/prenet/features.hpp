@@ -34,7 +34,8 @@ double roofline_ms(double flops, double bytes, double tflops, double bandwidth_g
 // A kind with a gemm_shape also has tile features: the product's m, n and k, and for each of cuBLAS's FP32 tile
 // shapes how many waves of thread blocks it runs on the GPU's SMs, how full those waves are (wave quantization)
 // and the share of the tiles' outputs that are the product's (tile quantization; both NVIDIA's "Matrix
-// Multiplication Background User's Guide"), what cuBLAS's choice of kernel and its time turn on. Their names, empty for a kind without a gemm_shape.
+// Multiplication Background User's Guide"), what cuBLAS's choice of kernel and its time turn on. Their names,
+// empty for a kind without a gemm_shape.
 std::vector<std::string> gemm_feature_names(const LayerKind& kind);
 
 // ATen's Vectorized<float> under its AVX2 kernels, those PyTorch 1.13 runs on the CPU hosts measured here

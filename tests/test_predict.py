@@ -523,6 +523,29 @@ def test_a_dict_refused_as_keyword_arguments_is_told_to_come_in_a_tuple():
     assert prenet.predict(TakesADict(), batch=4, gpu="T4", example_input=(example,)).step_seconds > 0
 
 
+class WantsTargets(nn.Module):
+    """Like torchvision's detection models: images and, in training mode, targets, whose loss it returns."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(8, 4)
+
+    def forward(self, images, targets=None):
+        if self.training and targets is None:
+            raise ValueError("targets should not be none when in training mode")
+        return {"loss": ((self.linear(images) - targets["values"]) ** 2).mean()}
+
+
+def test_a_model_that_asks_for_targets_is_told_how_to_give_them():
+    """Given one input, a model that needs targets to train refuses it; the refusal says to pass (inputs, targets),
+    and so passed the model predicts."""
+    with pytest.raises(ValueError, match=r"targets should not be none.*the model asks for targets.*"
+                                         r"example_input=\(inputs, targets\)"):
+        prenet.predict(WantsTargets(), batch=4, gpu="T4", input_shape=(8,))
+    example = (torch.randn(1, 8), {"values": torch.randn(1, 4)})
+    assert prenet.predict(WantsTargets(), batch=4, gpu="T4", example_input=example).step_seconds > 0
+
+
 def test_integer_inputs_to_a_floating_point_layer_are_named_as_the_cause():
     """PyTorch's own message names the weight's type as the one expected ("expected scalar type Long but found
     Float"); the refusal says the input was integers where the failing layer's weights are floating point."""

@@ -50,8 +50,9 @@ def shapes_text(inputs):
 def rejected(where, inputs, error, model):
     """The ValueError for a model that failed on `inputs`: the module it failed in (`where`), the shapes it was
     given, and PyTorch's own message; when it failed in an embedding given only floating-point tensors (what
-    input_shape makes), how to give it token ids instead; when a dict's keys were refused as keyword arguments,
-    how to pass the dict itself."""
+    input_shape makes), how to give it token ids instead; when a model given one input asks for targets (a
+    detection model in training mode), how to give both; when a dict's keys were refused as keyword arguments, how
+    to pass the dict itself."""
     import torch
 
     message = f"the model rejected the input (failed in module '{where}', given {shapes_text(inputs)}): {error}"
@@ -68,6 +69,12 @@ def rejected(where, inputs, error, model):
         kinds = sorted({str(t.dtype).removeprefix("torch.") for t in tensors(inputs)})
         message += (f"; the input holds {', '.join(kinds)} tensors only, and '{where}' has floating-point weights: "
                     "give example_input in floating point (tensor.float())")
+    elif "target" in str(error).lower() and not isinstance(inputs, (tuple, list)):
+        # torchvision's detection models in training mode: "targets should not be none when in training mode"
+        message += ("; the model asks for targets, which a training step gives it: give its positional arguments as "
+                    "a tuple, example_input=(inputs, targets) (torchvision's detection models: example_input=([image],"
+                    " [{'boxes': a (n, 4) float tensor, 'labels': an (n,) int64 tensor}]); on the command line, a "
+                    "factory returning (model, example input))")
     elif isinstance(inputs, dict) and isinstance(error, TypeError) and "keyword argument" in str(error):
         message += ("; a dict example_input is passed as keyword arguments (model(**example_input)): for a model "
                     "that takes one dict, give it inside a tuple, example_input=(the_dict,)")

@@ -22,30 +22,20 @@ import pandas as pd
 from prenet import training
 from prenet.datasets import load_neusight
 from prenet.measurement_order import position_model, predicted_at, with_position
+from kernel_choice_ceiling import one_hot
 from report import RESULTS, write_report
 
 POSITIONS = (1000, 2500, 4000, 4900)  # positions at which the fitted effect is read, against position 0
 SIZES = [0, 0.3, 1, 3, 10, np.inf]    # ms buckets of the configuration's time at position 0
 
 
-def fitted(kind, frame, with_order):
-    """(model, inputs, target, split) of xgboost on our features (training.OursInputs), and the position where
+def fitted(kind, frame, ours, with_order):
+    """(model, inputs) of xgboost on our features (`ours`: training.OursInputs of `frame`), and the position where
     `with_order` (prenet.measurement_order.position_model), fitted on the training part of the split."""
-    ours = training.OursInputs(kind, frame)  # with_position's rows all have a time: the same rows, in order
     train = ours.part == "train"
     if with_order:
-        return (*position_model(kind, frame, train), ours.part)
-    return training.make_model("xgboost").fit(ours.x[train], ours.y[train]), ours.x, ours.target, ours.part
-
-
-def with_exact_kernel(kind, frame, x, part):
-    """`x` with one indicator per kernel NeuSight recorded for the row (those of KERNEL_MIN_ROWS or more training
-    rows): the kernel as measured, which no prediction for a user's layer knows (a ceiling, as in
-    bench/kernel_choice_ceiling.py)."""
-    kernels = frame["kernel"].astype(str).to_numpy()
-    train = kernels[part == "train"]
-    common = [k for k in np.unique(train) if (train == k).sum() >= training.KERNEL_MIN_ROWS]
-    return np.c_[x, (kernels[:, None] == np.array(common)[None, :]).astype(float)]
+        return position_model(kind, frame, train)[:2]
+    return training.make_model("xgboost").fit(ours.x[train], ours.y[train]), ours.x
 
 
 def test_scores(kind, frame, model, x, target, part):
@@ -67,17 +57,19 @@ def main(argv=None):
         varying = [k for k in training.config_keys(kind, frame) if frame[k].nunique() > 1]
         correlation = ", ".join(f"{k} {np.corrcoef(frame['position'], np.log(frame[k]))[0, 1]:+.2f}" for k in varying)
         order_lines.append(f"| {kind} | {len(frame)} | {correlation} |")
+        ours = training.OursInputs(kind, frame)  # with_position's rows all have a time: the same rows, in order
+        target, part = ours.target, ours.part
         for with_order in (False, True):
-            model, x, target, part = fitted(kind, frame, with_order)
+            model, x = fitted(kind, frame, ours, with_order)
             s = test_scores(kind, frame, model, x, target, part)
             label = "ours + the row's position in its file" if with_order else "ours (the bundle's inputs)"
             score_lines.append(f"| {kind} | {label} | {s['median_rel']:.1%} | {s['p90_rel']:.1%} |")
             print(score_lines[-1], flush=True)
             if kind == "conv2d" and with_order:
                 conv = frame, model, x, target, part
-                exact = with_exact_kernel(kind, frame, x, part)
-                ceiling = training.make_model("xgboost").fit(exact[part == "train"],
-                                                             training.OursInputs(kind, frame).y[part == "train"])
+                # the kernel as measured, which no prediction for a user's layer knows: a ceiling
+                exact = np.c_[x, one_hot(training.common_kernels(frame["kernel"]))]
+                ceiling = training.make_model("xgboost").fit(exact[part == "train"], ours.y[part == "train"])
                 s = test_scores(kind, frame, ceiling, exact, target, part)
                 score_lines.append(f"| {kind} | ours + the row's position + the kernel NeuSight recorded (a ceiling) | "
                                    f"{s['median_rel']:.1%} | {s['p90_rel']:.1%} |")

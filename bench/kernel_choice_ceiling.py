@@ -1,11 +1,11 @@
-"""How much of the GPU predictors' held-out error the library's choice of kernel explains: the seen-GPU predictor
-of a kind (xgboost on our features, the bundle's family, target and 80/10/10 split by configuration) refitted
-with, as extra inputs, what NeuSight recorded of the kernel each row ran: (a) its algorithm family (for
-convolutions: Winograd, FFT, GEMM, cuDNN's implicit kernels; for matrix products the family is the kernel), (b) the
-kernel's exact name (one input per name run by at least MIN_ROWS rows, the rest as one). Neither is known when a
-user's layer is predicted, so these are oracles: an upper bound on what predicting the kernel choice could give.
-If knowing the very kernel leaves the error where it was, the error is not the kernel choice. Then (c) what can be
-had without the record: the kernel's name predicted by a classifier from our features and the kind's tile features
+"""How much of the GPU predictors' held-out error the library's choice of kernel explains: the seen-GPU predictor of
+a kind (xgboost on our features, the bundle's family, target and 80/10/10 split by configuration) refitted with, as
+extra inputs, what NeuSight recorded of the kernel each row ran: (a) its algorithm family (for convolutions:
+Winograd, FFT, GEMM, cuDNN's implicit kernels; for matrix products the family is the kernel), (b) the kernel's exact
+name (one input per name run by at least training.KERNEL_MIN_ROWS rows, the rest as one). Neither is known when a
+user's layer is predicted, so these are oracles: an upper bound on what predicting the kernel choice could give. If
+knowing the very kernel leaves the error where it was, the error is not the kernel choice. Then (c) what can be had
+without the record: the kernel's name predicted by a classifier from our features and the kind's tile features
 (training.kernel_set), its choice an input of the regressor, as the packaged linear predictor does
 (training.KernelChoiceModel, fitted on the training part), and (d), for a kind with tile features, those inputs with
 the exact name in place of the predicted one: the ceiling of (c).
@@ -24,7 +24,6 @@ from prenet import training
 from prenet.datasets import load_neusight
 from report import RESULTS, write_report
 
-MIN_ROWS = 20  # a kernel name run by fewer rows shares one input with the other rare ones
 # Substrings of a kernel's name -> its algorithm family, the first match wins (cuDNN and cuBLAS names).
 FAMILIES = (("winograd", "winograd"), ("fft", "fft"), ("gemv", "gemv"), ("splitk", "split-K GEMM"),
             ("sgemm", "GEMM"), ("gemm", "GEMM"), ("scudnn", "cuDNN implicit"), ("convolve", "cuDNN implicit"))
@@ -75,7 +74,7 @@ def main(argv=None):
         frame, part, target, x, y = ours.frame, ours.part, ours.target, ours.x, ours.y
         names = frame["kernel"]
         counts = names.value_counts()
-        exact = names.where(names.map(counts) >= MIN_ROWS, "(rare)")
+        exact = training.common_kernels(names)
         results = {label: fit_and_score(kind, frame, v, y, target, part) for label, v in {
             "our features (the ours set)": x,
             "+ the kernel's family": np.c_[x, one_hot(names.map(family))],
@@ -95,8 +94,8 @@ def main(argv=None):
                      for per in (ours, with_exact, with_predicted)]
             gpu_lines.append(f"| {kind} | {gpu} | {' | '.join(cells)} |")
         families = ", ".join(f"{f} {n}" for f, n in names.map(family).value_counts().items())
-        lines.append(f"| {kind} | ({len(counts)} kernel names, {int((counts >= MIN_ROWS).sum())} run by "
-                     f"{MIN_ROWS}+ rows; families: {families}) | | |")
+        lines.append(f"| {kind} | ({len(counts)} kernel names, {int((counts >= training.KERNEL_MIN_ROWS).sum())} run "
+                     f"by {training.KERNEL_MIN_ROWS}+ rows; families: {families}) | | |")
     text = "\n".join([
         "# Does the library's kernel choice explain the GPU predictors' error?", "",
         f"`.venv/bin/python bench/kernel_choice_ceiling.py --kinds {' '.join(args.kinds)}` "

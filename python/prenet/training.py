@@ -87,6 +87,13 @@ KERNEL_MIN_ROWS = 20
 RARE_KERNELS = "(rare)"
 
 
+def common_kernels(kernels):
+    """Each row's kernel name, those run by fewer than KERNEL_MIN_ROWS of `kernels` as one name, RARE_KERNELS."""
+    kernels = np.asarray(kernels, dtype=str)
+    names, counts = np.unique(kernels, return_counts=True)
+    return np.where(np.isin(kernels, names[counts >= KERNEL_MIN_ROWS]), kernels, RARE_KERNELS)
+
+
 def kernel_set(kind, ours):
     """The inputs of the "kernel" set from those of ours: the kind's tile features added (prenet/features.hpp; what
     cuBLAS's choice of kernel turns on), from which KernelChoiceModel predicts the kernel and then the time. On
@@ -361,10 +368,7 @@ class KernelChoiceModel:
 
     def fit(self, x, y, kernels):
         xgboost = _xgboost("a kernel classifier")
-        kernels = np.asarray(kernels, dtype=str)
-        names, counts = np.unique(kernels, return_counts=True)
-        labels = np.where(np.isin(kernels, names[counts >= KERNEL_MIN_ROWS]), kernels, RARE_KERNELS)
-        self.classes, codes = np.unique(labels, return_inverse=True)
+        self.classes, codes = np.unique(common_kernels(kernels), return_inverse=True)
         if len(self.classes) < 2:
             raise ValueError(f"the rows ran {len(self.classes)} kernel (counting those run by {KERNEL_MIN_ROWS}+ rows"
                              "); choosing a kernel needs two or more")

@@ -499,6 +499,8 @@ def test_a_token_model_given_a_shape_is_told_to_give_token_ids():
         prenet.predict(tokens, batch=4, gpu="T4", input_shape=(12,))
     predicted = prenet.predict(tokens, batch=4, gpu="T4", example_input=torch.randint(100, (1, 12)))
     assert predicted.step_seconds > 0
+    with pytest.raises(ValueError, match=r"failed in module 'Embedding'.*'Embedding' is an embedding"):
+        prenet.predict(nn.Embedding(100, 8), batch=4, gpu="T4", input_shape=(12,))  # the model itself, by its type
     with pytest.raises(ValueError, match="rejected the input") as raised:
         prenet.predict(SmallCnn(), batch=4, gpu="T4", input_shape=(5, 16, 16))
     assert "embedding" not in str(raised.value)

@@ -56,7 +56,8 @@ def rejected(where, inputs, error, model):
     import torch
 
     message = f"the model rejected the input (failed in module '{where}', given {shapes_text(inputs)}): {error}"
-    failed_in = dict(model.named_modules()).get(where)
+    # labelled as the trace labels modules: by name, the model itself by its type's name
+    failed_in = {name or type(module).__name__: module for name, module in model.named_modules()}.get(where)
     if (isinstance(failed_in, (torch.nn.Embedding, torch.nn.EmbeddingBag))
             and all(t.is_floating_point() for t in tensors(inputs))):
         message += (f"; '{where}' is an embedding, which takes integer token ids, and input_shape makes random "

@@ -73,12 +73,15 @@ def _ancestors(event):
         parent = parent.cpu_parent
 
 
-def _phase(event):
+def _top_level_phase(event):
+    """The phase of an operator no other operator called, from its nearest marked ancestor ("other": the loss, and
+    prenet.measure's own work, the model's weights kept and put back); None where another operator called it."""
+    phase = None
     for ancestor in _ancestors(event):
-        for mark, phase in PHASE_MARKS:
-            if ancestor.name.startswith(mark):
-                return phase
-    return "other"  # the loss, and prenet.measure's own work (the model's weights kept and put back)
+        if ancestor.name.startswith("aten::"):
+            return None
+        phase = phase or next((p for mark, p in PHASE_MARKS if ancestor.name.startswith(mark)), None)
+    return phase or "other"
 
 
 def _is_annotation(name):
@@ -96,10 +99,11 @@ def step_profile(events, steps):
             kernels[event.name][0] += 1 / steps
             kernels[event.name][1] += _device_us(event) / steps
             continue
-        if not event.name.startswith("aten::") or any(a.name.startswith("aten::") for a in _ancestors(event)):
+        phase = _top_level_phase(event) if event.name.startswith("aten::") else None
+        if phase is None:
             continue
         shapes = json.dumps(getattr(event, "input_shapes", None) or [])
-        entry = operators[(_phase(event), event.name[len("aten::"):], shapes)]
+        entry = operators[(phase, event.name[len("aten::"):], shapes)]
         entry[0] += 1 / steps
         entry[1] += _device_us(event) / steps
     return operators, kernels

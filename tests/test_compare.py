@@ -127,6 +127,9 @@ def test_a_host_bound_comparison_says_a_faster_gpu_does_not_help():
     assert max(len(line) for line in note.splitlines()) <= 116
     ax = table.plot()
     assert sum("host-bound" in text.get_text() for text in ax.texts) == 3
+    priced = table.assign(cost_per_epoch_usd=[0.0005722, 0.1234, 1234.5]).plot()
+    assert [text.get_text().split(";")[0].strip() for text in priced.texts][::-1] == [
+        "$0.00057/epoch", "$0.12/epoch", "$1,234.50/epoch"]   # plotted fastest at the top, the last drawn
     mixed = table.assign(bound=["host", "device", "device"])
     assert host_bound_note(mixed).startswith("host-bound on 1 of 3 GPUs")
 

@@ -4,6 +4,7 @@ ones, and the cost of an epoch at a price per hour: the catalog's (data/gpu_pric
 unless the caller gives their own."""
 import csv
 import functools
+import math
 from pathlib import Path
 
 from .catalog import find_gpu, gpus as catalog_frame
@@ -31,6 +32,15 @@ def check_price(label, price):
 
 
 @functools.lru_cache(maxsize=1)
+def dollars(amount):
+    """US dollars as a person writes them: cents from ten cents up ($1,234.50), else two significant digits in
+    decimals, never in powers of ten ($0.00057)."""
+    rounded = float(f"{amount:.2g}")  # 0.0999 is $0.10, not $0.100
+    if rounded >= 0.1 or rounded <= 0:
+        return f"${amount:,.2f}"
+    return f"${rounded:.{1 - math.floor(math.log10(rounded))}f}"
+
+
 def _comparison_class():
     import pandas as pd
 
@@ -56,7 +66,7 @@ def _comparison_class():
             for y, (seconds, cost, fits, gib, bound) in enumerate(zip(
                     rows["interval_high_s"], rows["cost_per_epoch_usd"], rows["fits"], rows["memory_gib"],
                     rows["bound"])):
-                notes = ([f"${cost:.4g}/epoch"] if cost == cost else []) + (  # cost not NaN
+                notes = ([f"{dollars(cost)}/epoch"] if cost == cost else []) + (  # cost not NaN
                     [] if fits else [f"does not fit ({gib:.1f} GiB)"]) + (["host-bound"] if bound == "host" else [])
                 if notes:
                     ax.annotate(" " + "; ".join(notes), (seconds, y), va="center", fontsize=8)

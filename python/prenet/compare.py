@@ -31,7 +31,6 @@ def check_price(label, price):
         raise ValueError(f"{label} must be a number >= 0, got {price!r}")
 
 
-@functools.lru_cache(maxsize=1)
 def dollars(amount):
     """US dollars as a person writes them: cents from ten cents up ($1,234.50), else two significant digits in
     decimals, never in powers of ten ($0.00057)."""
@@ -41,6 +40,7 @@ def dollars(amount):
     return f"${rounded:.{1 - math.floor(math.log10(rounded))}f}"
 
 
+@functools.lru_cache(maxsize=1)
 def _comparison_class():
     import pandas as pd
 

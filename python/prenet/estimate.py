@@ -20,7 +20,7 @@ from ._native import core
 from .catalog import device_catalog, find_gpu, host_catalog, unmeasured_host_warning
 from .collector_paused import collector_paused
 from .sibling_gpu import SiblingBundle
-from .model_inputs import input_maker
+from .model_inputs import input_maker, module_label
 from .model_state import in_mode
 from .predictors import (MIXED_PRECISIONS, PACKAGED_UNSEEN_BUNDLE, check_precision, gpu_bundle_folder,
                          learned_timing, resolve)
@@ -651,7 +651,7 @@ def trace_steps(model, batch, dataset_size, input_shape=None, example_input=None
     dtypes = {op_trace.dtype_names[dtype] for dtype in dtypes}
     return Traced(ops, runs, how, why, ops[runs[0][0]].module_calls, sorted(dtypes & op_costs.NARROW_FLOATS.keys()),
                   _meta_retrace(model, make_inputs, autocast) if how == "meta" else None,
-                  [name or type(module).__name__ for name, module in op_trace.sparse_embeddings(model)])
+                  [module_label(name, module) for name, module in op_trace.sparse_embeddings(model)])
 
 
 def _check_weight_types(model, dtypes):

@@ -225,6 +225,7 @@ def fused_recurrent_layers(named_modules, recorder):
     import torch
     from torch.nn.utils.rnn import PackedSequence
 
+    from .model_inputs import module_label
     from .model_state import forwards_replaced
     from .op_trace import marked
 
@@ -268,6 +269,6 @@ def fused_recurrent_layers(named_modules, recorder):
             return as_given(outputs[0]), _state(layer, list(outputs[1:]))
         return forward
 
-    with forwards_replaced({layer: forward_of(layer, name or type(layer).__name__) for name, layer in named_modules
+    with forwards_replaced({layer: forward_of(layer, module_label(name, layer)) for name, layer in named_modules
                             if _fused(layer)}):
         yield

@@ -9,7 +9,9 @@ def uninitialized(model):
     """Names of `model`'s lazy modules that have a parameter or buffer without a shape yet (not yet run)."""
     from torch.nn.modules.lazy import LazyModuleMixin
 
-    return [name or type(module).__name__ for name, module in model.named_modules()
+    from .model_inputs import module_label
+
+    return [module_label(name, module) for name, module in model.named_modules()
             if isinstance(module, LazyModuleMixin) and module.has_uninitialized_params()]
 
 
@@ -25,7 +27,7 @@ def initialized(model, make_inputs):
     from torch.nn.modules.module import register_module_forward_pre_hook
     from torch.nn.parameter import is_lazy
 
-    from .model_inputs import call, rejected
+    from .model_inputs import call, module_label, rejected
     from .model_state import in_mode
     from .sync_batchnorm import as_on_one_gpu
 
@@ -42,7 +44,7 @@ def initialized(model, make_inputs):
     fresh = {id(tensor): type(tensor)(requires_grad=tensor.requires_grad, device=tensor.device, dtype=tensor.dtype)
              for tensor in (*model.parameters(), *model.buffers()) if is_lazy(tensor)}
     twin = copy.deepcopy(model, memo=fresh)
-    labels = {id(module): name or type(module).__name__ for name, module in twin.named_modules()}
+    labels = {id(module): module_label(name, module) for name, module in twin.named_modules()}
     started = []
     handle = register_module_forward_pre_hook(
         lambda module, inputs: started.append(labels[id(module)]) if id(module) in labels else None)

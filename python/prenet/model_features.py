@@ -14,7 +14,7 @@ from .catalog import find_gpu
 from .fused_recurrent import arguments_of, configuration
 from .layers import layer_features
 from .lazy_modules import initialized
-from .model_inputs import call, input_maker, map_tensors, rejected
+from .model_inputs import call, input_maker, map_tensors, module_label, rejected
 from .model_state import forwards_replaced, in_mode
 from .sync_batchnorm import as_on_one_gpu
 
@@ -216,7 +216,7 @@ def model_features(model, batch=32, gpu="V100", input_shape=None, example_input=
     handles = []
     for name, module in model.named_modules():
         if type(module) in mappers or not any(True for _ in module.children()):
-            label = name or type(module).__name__
+            label = module_label(name, module)
             handles.append(module.register_forward_pre_hook(mark_start(label)))
             handles.append(module.register_forward_hook(record(label)))
     from .meta_model import weights_on_meta  # both import torch, which `import prenet` leaves unloaded

@@ -47,6 +47,12 @@ def shapes_text(inputs):
     return one(inputs)
 
 
+def module_label(name, module):
+    """How prenet names a module in its tables and errors: by its name in the model, the model itself (whose name
+    is empty) by its type's name."""
+    return name or type(module).__name__
+
+
 def rejected(where, inputs, error, model):
     """The ValueError for a model that failed on `inputs`: the module it failed in (`where`), the shapes it was
     given, and PyTorch's own message; when it failed in an embedding given only floating-point tensors (what
@@ -56,8 +62,7 @@ def rejected(where, inputs, error, model):
     import torch
 
     message = f"the model rejected the input (failed in module '{where}', given {shapes_text(inputs)}): {error}"
-    # labelled as the trace labels modules: by name, the model itself by its type's name
-    failed_in = {name or type(module).__name__: module for name, module in model.named_modules()}.get(where)
+    failed_in = {module_label(name, module): module for name, module in model.named_modules()}.get(where)
     if (isinstance(failed_in, (torch.nn.Embedding, torch.nn.EmbeddingBag))
             and all(t.is_floating_point() for t in tensors(inputs))):
         message += (f"; '{where}' is an embedding, which takes integer token ids, and input_shape makes random "

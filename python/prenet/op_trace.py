@@ -468,13 +468,13 @@ def trace_once(model, inputs, autocast=False, meta=False, direct_mode=True, attr
     from .fused_recurrent import fused_recurrent_layers
     from .memory import sparse_lookups_counted
     from .meta_model import to_meta, weights_on_meta
-    from .model_inputs import call, rejected
+    from .model_inputs import call, module_label, rejected
     from .sync_batchnorm import as_on_one_gpu
 
     recorder = _recorder(meta, _direct_mode_setter() if direct_mode else None)
     owners = _BackwardOwners(recorder)
     named_modules = list(model.named_modules())
-    labels = {id(module): name or type(module).__name__ for name, module in named_modules}
+    labels = {id(module): module_label(name, module) for name, module in named_modules}
 
     calls = [0]  # the model's module calls
 
